@@ -1,0 +1,28 @@
+// Finds every OpenCL device: all platforms the ICD loader knows, plus PoCL
+// loaded directly as the embedded default CPU device when the loader does not
+// already list it (so PoCL appears once, never twice).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace kad::opencl {
+
+inline constexpr char kPoclPlatformName[] = "Portable Computing Language";
+
+struct Discovery {
+  std::vector<std::unique_ptr<Device>> devices;
+  std::vector<std::string> log;  // one line per library or platform: what was found, or why not
+};
+
+struct DiscoveryOptions {
+  const char* icd_loader = "libOpenCL.so.1";
+  const char* embedded_pocl = "libpocl.so.2";  // null: no embedded default
+};
+
+Discovery discover(const DiscoveryOptions& options = {});
+
+}  // namespace kad::opencl

@@ -1,0 +1,148 @@
+#include "backends/opencl/opencl_device.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backends/opencl/opencl_buffer.h"
+#include "backends/opencl/opencl_kernel.h"
+#include "backends/opencl/opencl_queue.h"
+#include "backends/opencl/opencl_status.h"
+#include "core/driver_scope.h"
+
+namespace kad::opencl {
+namespace {
+
+template <typename T>
+absl::StatusOr<T> device_value(const OpenClApi& api, cl_device_id device, cl_device_info what) {
+  T value{};
+  if (absl::Status s = cl_status(api.clGetDeviceInfo(device, what, sizeof(T), &value, nullptr),
+                                 "clGetDeviceInfo");
+      !s.ok()) {
+    return s;
+  }
+  return value;
+}
+
+std::string device_string(const OpenClApi& api, cl_device_id device, cl_device_info what) {
+  size_t size = 0;
+  if (api.clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  api.clGetDeviceInfo(device, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+std::string platform_string(const OpenClApi& api, cl_platform_id platform, cl_platform_info what) {
+  size_t size = 0;
+  if (api.clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
+  std::string out(size, '\0');
+  api.clGetPlatformInfo(platform, what, size, out.data(), nullptr);
+  out.resize(std::strlen(out.c_str()));
+  return out;
+}
+
+absl::Status query_limits(const OpenClApi& api, cl_device_id dev, DeviceLimits* limits) {
+  absl::StatusOr<size_t> wg = device_value<size_t>(api, dev, CL_DEVICE_MAX_WORK_GROUP_SIZE);
+  absl::StatusOr<cl_uint> dims = device_value<cl_uint>(api, dev, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS);
+  absl::StatusOr<cl_uint> units = device_value<cl_uint>(api, dev, CL_DEVICE_MAX_COMPUTE_UNITS);
+  absl::StatusOr<cl_ulong> global = device_value<cl_ulong>(api, dev, CL_DEVICE_GLOBAL_MEM_SIZE);
+  absl::StatusOr<cl_ulong> alloc = device_value<cl_ulong>(api, dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
+  absl::StatusOr<cl_ulong> local = device_value<cl_ulong>(api, dev, CL_DEVICE_LOCAL_MEM_SIZE);
+  absl::StatusOr<size_t> params = device_value<size_t>(api, dev, CL_DEVICE_MAX_PARAMETER_SIZE);
+  for (const absl::Status& s : {wg.status(), dims.status(), units.status(), global.status(),
+                                alloc.status(), local.status(), params.status()}) {
+    if (!s.ok()) return s;
+  }
+  std::vector<size_t> sizes(std::max<cl_uint>(*dims, 3), 1);
+  if (absl::Status s = cl_status(api.clGetDeviceInfo(dev, CL_DEVICE_MAX_WORK_ITEM_SIZES,
+                                                     sizeof(size_t) * *dims, sizes.data(), nullptr),
+                                 "clGetDeviceInfo(CL_DEVICE_MAX_WORK_ITEM_SIZES)");
+      !s.ok()) {
+    return s;
+  }
+  limits->max_workgroup_size = *wg;
+  for (size_t d = 0; d < 3; ++d) limits->max_workgroup_dims[d] = d < *dims ? sizes[d] : 1;
+  // OpenCL bounds the global size, not the number of groups.
+  limits->max_groups = {kUnlimited, kUnlimited, kUnlimited};
+  limits->compute_units = *units;
+  limits->subgroup_width = 1;
+  limits->global_memory_bytes = *global;
+  limits->max_allocation_bytes = *alloc;
+  limits->local_memory_bytes = *local;
+  limits->max_parameter_bytes = *params;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
+    std::shared_ptr<const OpenClApi> api, cl_platform_id platform, cl_device_id device,
+    std::string id) {
+  std::unique_ptr<OpenClDevice> dev(new OpenClDevice(api, device));
+  DeviceInfo& info = dev->info_;
+  info.backend = "opencl";
+  info.id = std::move(id);
+  info.name = device_string(*api, device, CL_DEVICE_NAME);
+  info.vendor = device_string(*api, device, CL_DEVICE_VENDOR);
+  info.platform = platform_string(*api, platform, CL_PLATFORM_NAME);
+  info.driver_version = absl::StrCat(platform_string(*api, platform, CL_PLATFORM_VERSION), "; ",
+                                     device_string(*api, device, CL_DRIVER_VERSION));
+  info.toolchain_version = absl::StrCat(device_string(*api, device, CL_DEVICE_VERSION), "; ",
+                                        device_string(*api, device, CL_DEVICE_OPENCL_C_VERSION));
+  absl::StatusOr<cl_device_type> type = device_value<cl_device_type>(*api, device, CL_DEVICE_TYPE);
+  if (!type.ok()) return type.status();
+  info.is_cpu = (*type & CL_DEVICE_TYPE_CPU) != 0;
+  info.formats = {ModuleFormat::kOpenClC};
+  if (absl::Status s = query_limits(*api, device, &info.limits); !s.ok()) return s;
+
+  cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
+                                   reinterpret_cast<cl_context_properties>(platform), 0};
+  cl_int err = CL_SUCCESS;
+  dev->context_ = api->clCreateContext(props, 1, &device, nullptr, nullptr, &err);
+  if (absl::Status s = cl_status(err, "clCreateContext", info.name); !s.ok()) return s;
+  return dev;
+}
+
+OpenClDevice::~OpenClDevice() {
+  if (context_) api_->clReleaseContext(context_);
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::allocate(uint64_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("cannot allocate a buffer of 0 bytes");
+  if (bytes > info_.limits.max_allocation_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a buffer of %d bytes exceeds device %s's largest allocation of %d bytes", bytes,
+        info_.id, info_.limits.max_allocation_bytes));
+  }
+  cl_int err = CL_SUCCESS;
+  cl_mem mem;
+  {
+    DriverScope scope;
+    mem = api_->clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+  }
+  if (absl::Status s = cl_status(err, "clCreateBuffer", absl::StrCat(bytes, " bytes")); !s.ok())
+    return s;
+  return std::make_unique<OpenClBuffer>(*this, mem, bytes);
+}
+
+absl::StatusOr<std::unique_ptr<Queue>> OpenClDevice::create_queue() {
+  absl::StatusOr<std::unique_ptr<OpenClQueue>> q = OpenClQueue::create(*this);
+  if (!q.ok()) return q.status();
+  return std::unique_ptr<Queue>(std::move(*q));
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
+    const CompileRequest& request) {
+  if (request.module.format() != ModuleFormat::kOpenClC) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kernel `%s`: device %s consumes OpenCL C, not %s", request.signature.entry, info_.id,
+        module_format_name(request.module.format())));
+  }
+  absl::StatusOr<std::unique_ptr<OpenClKernel>> k = OpenClKernel::build(*this, request);
+  if (!k.ok()) return k.status();
+  return std::unique_ptr<CompiledKernel>(std::move(*k));
+}
+
+}  // namespace kad::opencl

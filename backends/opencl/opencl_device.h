@@ -1,0 +1,40 @@
+// One OpenCL device (PoCL's CPU device or any ICD platform's), with one
+// context shared by all of its queues, buffers and kernels.
+#pragma once
+
+#include <memory>
+
+#include "backends/opencl/cl.h"
+#include "backends/opencl/opencl_api.h"
+#include "core/backend.h"
+
+namespace kad::opencl {
+
+class OpenClDevice final : public Device {
+ public:
+  // Queries the device's limits once and creates its context.
+  static absl::StatusOr<std::unique_ptr<OpenClDevice>> create(
+      std::shared_ptr<const OpenClApi> api, cl_platform_id platform, cl_device_id device,
+      std::string id);
+  ~OpenClDevice() override;
+
+  const DeviceInfo& info() const override { return info_; }
+  absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
+
+  const OpenClApi& api() const { return *api_; }
+  cl_context context() const { return context_; }
+  cl_device_id device_id() const { return device_; }
+
+ private:
+  OpenClDevice(std::shared_ptr<const OpenClApi> api, cl_device_id device)
+      : api_(std::move(api)), device_(device) {}
+
+  std::shared_ptr<const OpenClApi> api_;
+  cl_device_id device_;
+  cl_context context_ = nullptr;
+  DeviceInfo info_;
+};
+
+}  // namespace kad::opencl

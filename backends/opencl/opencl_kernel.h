@@ -1,0 +1,42 @@
+// A kernel compiled for one OpenCL device: its program, its cl_kernel and the
+// limits the device reports for it.
+#pragma once
+
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "backends/opencl/cl.h"
+#include "backends/opencl/opencl_device.h"
+#include "core/backend.h"
+
+namespace kad::opencl {
+
+class OpenClKernel final : public CompiledKernel {
+ public:
+  // Builds `request.source`; a failure returns the build log.
+  static absl::StatusOr<std::unique_ptr<OpenClKernel>> build(OpenClDevice& device,
+                                                             const CompileRequest& request);
+  ~OpenClKernel() override;
+
+  const KernelLimits& limits() const override { return limits_; }
+  // Enough items per group to fill every compute unit with at least one
+  // group, in multiples of the preferred size, within the kernel's maximum.
+  uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const override;
+
+  const std::string& name() const { return name_; }
+  cl_kernel handle() const { return kernel_; }
+  // clSetKernelArg and the enqueue that follows must not interleave between threads.
+  absl::Mutex& launch_mutex() { return launch_mutex_; }
+
+ private:
+  OpenClKernel(OpenClDevice& device, std::string name) : device_(device), name_(std::move(name)) {}
+
+  OpenClDevice& device_;
+  std::string name_;
+  cl_program program_ = nullptr;
+  cl_kernel kernel_ = nullptr;
+  KernelLimits limits_;
+  absl::Mutex launch_mutex_;
+};
+
+}  // namespace kad::opencl

@@ -1,0 +1,142 @@
+#include "backends/opencl/opencl_queue.h"
+
+#include "absl/strings/str_format.h"
+#include "backends/opencl/opencl_buffer.h"
+#include "backends/opencl/opencl_kernel.h"
+#include "backends/opencl/opencl_status.h"
+#include "core/driver_scope.h"
+
+namespace kad::opencl {
+
+absl::StatusOr<std::unique_ptr<OpenClQueue>> OpenClQueue::create(OpenClDevice& device) {
+  cl_int err = CL_SUCCESS;
+  cl_command_queue q =
+      device.api().clCreateCommandQueue(device.context(), device.device_id(), 0, &err);
+  if (absl::Status s = cl_status(err, "clCreateCommandQueue", device.info().id); !s.ok()) return s;
+  return std::unique_ptr<OpenClQueue>(new OpenClQueue(device, q));
+}
+
+OpenClQueue::~OpenClQueue() {
+  const OpenClApi& api = device_.api();
+  api.clFinish(queue_);
+  absl::MutexLock lock(&mu_);
+  for (cl_event& e : ring_) {
+    if (e) api.clReleaseEvent(e);
+  }
+  api.clReleaseCommandQueue(queue_);
+}
+
+EventId OpenClQueue::record(cl_event event) {
+  const EventId id = next_++;
+  cl_event& slot = ring_[id % kRing];
+  if (slot) device_.api().clReleaseEvent(slot);
+  slot = event;
+  return id;
+}
+
+absl::StatusOr<EventId> OpenClQueue::enqueue_kernel(CompiledKernel& compiled,
+                                                    const LaunchGeometry& geometry,
+                                                    const LaunchContext& context,
+                                                    std::span<const KernelArg> args) {
+  // Core validated the arguments against this device: buffers are ours.
+  auto& kernel = static_cast<OpenClKernel&>(compiled);
+  const OpenClApi& api = device_.api();
+  size_t global[3], local[3];
+  for (size_t d = 0; d < 3; ++d) {
+    local[d] = geometry.items[d];
+    global[d] = geometry.groups[d] * geometry.items[d];
+  }
+  absl::MutexLock kernel_lock(&kernel.launch_mutex());
+  absl::MutexLock lock(&mu_);
+  DriverScope driver;
+  cl_kernel k = kernel.handle();
+  cl_int err = api.clSetKernelArg(k, 0, sizeof(LaunchContext), &context);
+  for (cl_uint i = 0; err == CL_SUCCESS && i < args.size(); ++i) {
+    const KernelArg& a = args[i];
+    switch (a.kind) {
+      case ArgKind::kBuffer:
+      case ArgKind::kConstBuffer: {
+        cl_mem mem = static_cast<const OpenClBuffer*>(a.buffer)->mem();
+        err = api.clSetKernelArg(k, i + 1, sizeof(cl_mem), &mem);
+        break;
+      }
+      case ArgKind::kScalar:
+        err = api.clSetKernelArg(k, i + 1, scalar_type_size(a.scalar), &a.bits);
+        break;
+      case ArgKind::kLocal:
+        err = api.clSetKernelArg(k, i + 1, a.local_bytes, nullptr);
+        break;
+    }
+  }
+  if (err != CL_SUCCESS) return cl_status(err, "clSetKernelArg", kernel.name());
+  cl_event event = nullptr;
+  err = api.clEnqueueNDRangeKernel(queue_, k, 3, nullptr, global, local, 0, nullptr, &event);
+  if (err != CL_SUCCESS) {
+    return cl_status(err, "clEnqueueNDRangeKernel",
+                     absl::StrFormat("kernel `%s`, global (%d, %d, %d), local (%d, %d, %d)",
+                                     kernel.name(), global[0], global[1], global[2], local[0],
+                                     local[1], local[2]));
+  }
+  api.clFlush(queue_);  // start now: the caller may wait much later
+  return record(event);
+}
+
+absl::Status OpenClQueue::write_buffer(Buffer& buffer, uint64_t offset,
+                                       std::span<const std::byte> data) {
+  if (&buffer.device() != &device_) {
+    return absl::InvalidArgumentError("buffer belongs to another device");
+  }
+  if (absl::Status s = check_buffer_range(buffer, offset, data.size()); !s.ok()) return s;
+  if (data.empty()) return absl::OkStatus();
+  DriverScope driver;
+  return cl_status(device_.api().clEnqueueWriteBuffer(
+                       queue_, static_cast<OpenClBuffer&>(buffer).mem(), CL_TRUE, offset,
+                       data.size(), data.data(), 0, nullptr, nullptr),
+                   "clEnqueueWriteBuffer");
+}
+
+absl::Status OpenClQueue::read_buffer(const Buffer& buffer, uint64_t offset,
+                                      std::span<std::byte> data) {
+  if (&buffer.device() != &device_) {
+    return absl::InvalidArgumentError("buffer belongs to another device");
+  }
+  if (absl::Status s = check_buffer_range(buffer, offset, data.size()); !s.ok()) return s;
+  if (data.empty()) return absl::OkStatus();
+  DriverScope driver;
+  return cl_status(device_.api().clEnqueueReadBuffer(
+                       queue_, static_cast<const OpenClBuffer&>(buffer).mem(), CL_TRUE, offset,
+                       data.size(), data.data(), 0, nullptr, nullptr),
+                   "clEnqueueReadBuffer");
+}
+
+absl::Status OpenClQueue::wait(EventId id) {
+  if (id == 0) return absl::OkStatus();
+  const OpenClApi& api = device_.api();
+  cl_event event;
+  {
+    absl::MutexLock lock(&mu_);
+    if (id >= next_) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "event %d was never issued on this queue (the last is %d)", id, next_ - 1));
+    }
+    // Released long ago: the oldest event still held completes after it.
+    const EventId held = std::max<EventId>(id, next_ > kRing ? next_ - kRing : 1);
+    event = ring_[held % kRing];
+    DriverScope driver;
+    api.clRetainEvent(event);
+  }
+  DriverScope driver;
+  cl_int err = api.clWaitForEvents(1, &event);
+  cl_int status = CL_COMPLETE;
+  api.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
+  api.clReleaseEvent(event);
+  if (status < 0) return cl_status(status, "kernel execution");
+  return cl_status(err, "clWaitForEvents");
+}
+
+absl::Status OpenClQueue::finish() {
+  DriverScope driver;
+  return cl_status(device_.api().clFinish(queue_), "clFinish");
+}
+
+}  // namespace kad::opencl

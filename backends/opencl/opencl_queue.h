@@ -1,0 +1,45 @@
+// An in-order OpenCL command queue. Launch events live in a fixed ring
+// indexed by event id, so recording one allocates nothing in kad's code.
+#pragma once
+
+#include <array>
+
+#include "absl/synchronization/mutex.h"
+#include "backends/opencl/cl.h"
+#include "backends/opencl/opencl_device.h"
+#include "core/backend.h"
+
+namespace kad::opencl {
+
+class OpenClQueue final : public Queue {
+ public:
+  static absl::StatusOr<std::unique_ptr<OpenClQueue>> create(OpenClDevice& device);
+  ~OpenClQueue() override;
+
+  Device& device() const override { return device_; }
+  absl::StatusOr<EventId> enqueue_kernel(CompiledKernel& kernel, const LaunchGeometry& geometry,
+                                         const LaunchContext& context,
+                                         std::span<const KernelArg> args) override;
+  absl::Status write_buffer(Buffer& buffer, uint64_t offset,
+                            std::span<const std::byte> data) override;
+  absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
+                           std::span<std::byte> data) override;
+  absl::Status wait(EventId event) override;
+  absl::Status finish() override;
+
+ private:
+  // Events older than this many launches are released; waiting for one waits
+  // for the oldest event still held, which (in order) completes after it.
+  static constexpr uint64_t kRing = 1024;
+
+  OpenClQueue(OpenClDevice& device, cl_command_queue queue) : device_(device), queue_(queue) {}
+  EventId record(cl_event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  OpenClDevice& device_;
+  cl_command_queue queue_;
+  absl::Mutex mu_;
+  std::array<cl_event, kRing> ring_ ABSL_GUARDED_BY(mu_){};
+  EventId next_ ABSL_GUARDED_BY(mu_) = 1;
+};
+
+}  // namespace kad::opencl

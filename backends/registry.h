@@ -1,0 +1,24 @@
+// Every backend's devices, found once when kad starts. A backend whose library
+// or hardware is missing contributes a log line instead of devices.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "core/backend.h"
+
+namespace kad {
+
+struct DeviceRegistry {
+  std::vector<std::unique_ptr<Device>> devices;
+  std::vector<std::string> log;
+
+  // The embedded default: the first CPU device (PoCL), else the first device.
+  Device* default_device() const;
+  Device* find(absl::string_view id) const;
+};
+
+DeviceRegistry discover_devices();
+
+}  // namespace kad

@@ -1,0 +1,128 @@
+// The backend interface (DESIGN §1-§3): what a vendor backend implements so
+// that the one launch pipeline in core/ runs on its devices.
+//
+// The shape follows the vendors' own: a device owns memory, queues and
+// compiled kernels; queues are in order and report completion by increasing
+// event ids (a CUDA event, an HSA signal value, a Level Zero event, an OpenCL
+// event). A backend only translates: partition, select, tune and validation
+// stay in core/.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include "absl/strings/string_view.h"
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "core/device_limits.h"
+#include "core/kernel_signature.h"
+#include "core/launch_context.h"
+#include "core/launch_geometry.h"
+#include "core/launch_request.h"
+#include "core/module.h"
+#include "core/specialization.h"
+
+namespace kad {
+
+class Device;
+class Kernel;
+class Queue;
+
+struct DeviceInfo {
+  std::string backend;             // "opencl", "cuda", ...
+  std::string id;                  // unique on this machine, stable across restarts
+  std::string name;
+  std::string vendor;
+  std::string platform;
+  std::string driver_version;
+  std::string toolchain_version;   // part of every specialisation key
+  bool is_cpu = false;
+  DeviceLimits limits;             // queried once, when the backend starts
+  std::vector<ModuleFormat> formats;  // what the device consumes
+};
+
+// Device memory. Owned by whoever allocated it; freed when destroyed.
+class Buffer {
+ public:
+  virtual ~Buffer() = default;
+  virtual uint64_t size() const = 0;
+  virtual const Device& device() const = 0;
+};
+
+// A kernel compiled for one device and one Specialization.
+class CompiledKernel {
+ public:
+  virtual ~CompiledKernel() = default;
+  virtual const KernelLimits& limits() const = 0;
+  // Tuning hook (DESIGN §3.4): work-items per workgroup that suit this kernel
+  // for a launch of `nitems` items, at most `max_items`. Must not allocate.
+  virtual uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const = 0;
+};
+
+// Everything a backend needs to compile one specialised kernel.
+struct CompileRequest {
+  const Module& module;
+  const KernelSignature& signature;
+  const Specialization& spec;
+  std::string source;   // OpenCL C modules: defines + prelude + user source
+  std::string options;  // the kernel's build options and the backend's compiler_options
+};
+
+// An in-order queue on one device. Commands run in submission order; waiting
+// for an event also waits for everything submitted before it.
+class Queue {
+ public:
+  virtual ~Queue() = default;
+  virtual Device& device() const = 0;
+  // The warm path: must not allocate in kad's code.
+  virtual absl::StatusOr<EventId> enqueue_kernel(CompiledKernel& kernel,
+                                                 const LaunchGeometry& geometry,
+                                                 const LaunchContext& context,
+                                                 std::span<const KernelArg> args) = 0;
+  // Copies after all earlier commands; returns when the copy is done.
+  virtual absl::Status write_buffer(Buffer& buffer, uint64_t offset,
+                                    std::span<const std::byte> data) = 0;
+  virtual absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
+                                   std::span<std::byte> data) = 0;
+  // Waits for `event` (and all before it); reports a failed command.
+  virtual absl::Status wait(EventId event) = 0;
+  virtual absl::Status finish() = 0;
+};
+
+// The escape hatch of DESIGN §3: a backend whose devices must launch in their
+// own way (a vendor library's launcher, a fused path) takes over the whole
+// launch. Documented, not the norm: the generic pipeline is used otherwise.
+class LaunchOverride {
+ public:
+  virtual ~LaunchOverride() = default;
+  virtual absl::StatusOr<LaunchResult> launch(Kernel& kernel, Queue& queue,
+                                              const LaunchRequest& request) = 0;
+};
+
+class Device {
+ public:
+  virtual ~Device() = default;
+  virtual const DeviceInfo& info() const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) = 0;
+  virtual absl::StatusOr<std::unique_ptr<Queue>> create_queue() = 0;
+  // Per-kernel compiler options this backend adds (for example a maximum
+  // thread count equal to a static workgroup size). Part of the cache key.
+  virtual std::string compiler_options(const KernelSignature& signature,
+                                       const Specialization& spec) const {
+    (void)signature;
+    (void)spec;
+    return {};
+  }
+  // Compiles; a failure carries the compiler's log.
+  virtual absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(
+      const CompileRequest& request) = 0;
+  virtual LaunchOverride* launch_override() { return nullptr; }
+};
+
+// Checks that [offset, offset + size) lies inside `buffer`.
+absl::Status check_buffer_range(const Buffer& buffer, uint64_t offset, uint64_t size);
+
+}  // namespace kad

@@ -1,0 +1,65 @@
+// A kernel: (module, entry) plus its static launch metadata (DESIGN §2), and
+// the specialisations it has been compiled to.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <span>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/backend.h"
+#include "core/kernel_cache.h"
+#include "core/kernel_signature.h"
+#include "core/module.h"
+#include "core/specialization.h"
+
+namespace kad {
+
+// The most arguments a kernel may declare (OpenCL guarantees 1024 bytes of
+// parameters; 128 pointers plus the context fit in that on 64-bit devices).
+inline constexpr size_t kMaxKernelArgs = 96;
+
+class Kernel {
+ public:
+  // Checks the signature: entry name, static sizes, argument count.
+  static absl::StatusOr<std::unique_ptr<Kernel>> create(std::shared_ptr<const Module> module,
+                                                        KernelSignature signature);
+
+  const KernelSignature& signature() const { return signature_; }
+  const Module& module() const { return *module_; }
+  const std::string& name() const { return signature_.entry; }
+
+  // The compiled kernel for `spec` on `device`. Warm lookups scan a small
+  // table in the kernel and never allocate; a miss builds the full key and
+  // asks the shared cache, which compiles if no kernel has this key yet.
+  absl::StatusOr<CompiledKernel*> specialization(Device& device, const Specialization& spec,
+                                                 KernelCache& cache, bool* compiled);
+
+ private:
+  Kernel(std::shared_ptr<const Module> module, KernelSignature signature)
+      : module_(std::move(module)), signature_(std::move(signature)) {}
+
+  struct Entry {
+    const Device* device = nullptr;
+    Specialization spec;
+    CompiledKernel* compiled = nullptr;
+  };
+  static constexpr size_t kInlineEntries = 16;
+
+  std::shared_ptr<const Module> module_;
+  KernelSignature signature_;
+  absl::Mutex mu_;
+  std::array<Entry, kInlineEntries> entries_ ABSL_GUARDED_BY(mu_);
+  size_t entry_count_ ABSL_GUARDED_BY(mu_) = 0;
+  size_t next_replace_ ABSL_GUARDED_BY(mu_) = 0;
+};
+
+// Checks launch arguments against the kernel's signature: count, kinds,
+// scalar types, buffers on the launch's device, and no const buffer aliased
+// by a written one. Allocates only to build an error.
+absl::Status validate_args(const KernelSignature& signature, std::span<const KernelArg> args,
+                           const Device& device);
+
+}  // namespace kad

@@ -1,0 +1,19 @@
+// Stage 4 of the launch pipeline (DESIGN §3.4): turn the thread count a
+// backend suggests for a kernel into a workgroup shape.
+#pragma once
+
+#include <cstdint>
+
+#include "core/device_limits.h"
+#include "core/dims.h"
+#include "core/select_launch.h"
+
+namespace kad {
+
+// Fills dimension 0 first: x_d = max(1, min(threads / product so far,
+// extent_d, limit_d)). Limits are the device's per-dimension item limits for
+// an N-d grid; a linear launch puts every item in hardware dimension 0.
+Dims threads_to_workgroup(uint64_t threads, const Dims& extents, const LaunchChoice& choice,
+                          const DeviceLimits& limits);
+
+}  // namespace kad
