@@ -5,8 +5,9 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config
-  libabsl-dev
+  libabsl-dev libssl-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
+  clang-15 llvm-15
   libgtest-dev libgmock-dev libbenchmark-dev
 )
 

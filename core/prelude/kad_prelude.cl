@@ -68,7 +68,26 @@ __constant long __kad_static_ngroups[8] = {KAD_STATIC_NGROUPS};
 #define __kad_ngroups(c, d) ((kad_uint)(c)->ngroups[d])
 #endif
 
-static inline kad_uint __kad_group_d(const kad_context* c, uint d) {
+/* Every helper is inlined into the kernel: PoCL resolves the hardware ids
+ * (get_group_id reads a work-group context) only in the kernel's own body,
+ * and a helper left out of line fails to load ("undefined symbol
+ * _group_id_x"). For the same reason hardware ids are read with constant
+ * dimensions only, all three unconditionally: clang merges
+ * `d == 0 ? get_group_id(0) : get_group_id(1)` into one call with a computed
+ * dimension, which PoCL 3.1 cannot lower. */
+#define KAD_INLINE static inline __attribute__((always_inline))
+
+KAD_INLINE kad_uint __kad_hw_group(uint d) {
+  const kad_uint x = get_group_id(0), y = get_group_id(1), z = get_group_id(2);
+  return d == 0 ? x : d == 1 ? y : z;
+}
+
+KAD_INLINE kad_uint __kad_hw_local(uint d) {
+  const kad_uint x = get_local_id(0), y = get_local_id(1), z = get_local_id(2);
+  return d == 0 ? x : d == 1 ? y : z;
+}
+
+KAD_INLINE kad_uint __kad_group_d(const kad_context* c, uint d) {
 #if KAD_LINEAR
   /* One hardware dimension: recover the Cartesian group by unsigned division. */
   kad_uint g = (kad_uint)get_group_id(0);
@@ -76,32 +95,32 @@ static inline kad_uint __kad_group_d(const kad_context* c, uint d) {
   return g % __kad_ngroups(c, d);
 #else
   (void)c;
-  return (kad_uint)get_group_id(d);
+  return __kad_hw_group(d);
 #endif
 }
 
-static inline kad_uint __kad_local_d(const kad_context* c, uint d) {
+KAD_INLINE kad_uint __kad_local_d(const kad_context* c, uint d) {
 #if KAD_LINEAR
   kad_uint l = (kad_uint)get_local_id(0);
   for (uint k = 0; k < d; ++k) l /= __kad_groupsize(c, k);
   return l % __kad_groupsize(c, d);
 #else
   (void)c;
-  return (kad_uint)get_local_id(d);
+  return __kad_hw_local(d);
 #endif
 }
 
 /* Position of this lane in the (unpadded) ndrange, dimension d, no offset. */
-static inline kad_uint __kad_pos(const kad_context* c, uint d) {
+KAD_INLINE kad_uint __kad_pos(const kad_context* c, uint d) {
   return __kad_group_d(c, d) * __kad_groupsize(c, d) + __kad_local_d(c, d);
 }
 
-static inline long __kad_global_index(const kad_context* c, uint d) {
+KAD_INLINE long __kad_global_index(const kad_context* c, uint d) {
   if (d >= KAD_RANK) return 0;
   return __kad_offset(c, d) + (long)__kad_pos(c, d);
 }
 
-static inline long __kad_global_linear(const kad_context* c) {
+KAD_INLINE long __kad_global_linear(const kad_context* c) {
   kad_uint linear = 0, stride = 1;
   for (uint d = 0; d < KAD_RANK; ++d) {
     linear += __kad_pos(c, d) * stride;
@@ -110,11 +129,11 @@ static inline long __kad_global_linear(const kad_context* c) {
   return (long)linear;
 }
 
-static inline long __kad_local_index(const kad_context* c, uint d) {
+KAD_INLINE long __kad_local_index(const kad_context* c, uint d) {
   return d < KAD_RANK ? (long)__kad_local_d(c, d) : 0;
 }
 
-static inline long __kad_local_linear(const kad_context* c) {
+KAD_INLINE long __kad_local_linear(const kad_context* c) {
 #if KAD_LINEAR
   (void)c;
   return (long)get_local_id(0);
@@ -128,11 +147,11 @@ static inline long __kad_local_linear(const kad_context* c) {
 #endif
 }
 
-static inline long __kad_group_index(const kad_context* c, uint d) {
+KAD_INLINE long __kad_group_index(const kad_context* c, uint d) {
   return d < KAD_RANK ? (long)__kad_group_d(c, d) : 0;
 }
 
-static inline long __kad_group_linear(const kad_context* c) {
+KAD_INLINE long __kad_group_linear(const kad_context* c) {
 #if KAD_LINEAR
   (void)c;
   return (long)get_group_id(0);
@@ -146,13 +165,13 @@ static inline long __kad_group_linear(const kad_context* c) {
 #endif
 }
 
-static inline long __kad_ndrange_length(const kad_context* c) {
+KAD_INLINE long __kad_ndrange_length(const kad_context* c) {
   long n = 1;
   for (uint d = 0; d < KAD_RANK; ++d) n *= (long)__kad_extent(c, d);
   return n;
 }
 
-static inline int __kad_active(const kad_context* c) {
+KAD_INLINE int __kad_active(const kad_context* c) {
 #if KAD_CHECK_BOUNDS
   for (uint d = 0; d < KAD_RANK; ++d)
     if (__kad_pos(c, d) >= __kad_extent(c, d)) return 0;
