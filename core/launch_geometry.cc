@@ -1,5 +1,7 @@
 #include "core/launch_geometry.h"
 
+#include <algorithm>
+#include <cstdint>
 #include <limits>
 
 #include "absl/strings/str_format.h"
@@ -28,15 +30,11 @@ LaunchGeometry launch_geometry(const Partition& p, const LaunchChoice& choice) {
 absl::Status validate_geometry(absl::string_view kernel, const LaunchGeometry& g,
                                const KernelLimits& kernel_limits,
                                const DeviceLimits& device_limits) {
+  // The total first: it is the limit a user meets first, and the only one a
+  // linear launch (all items in dimension 0) can be told apart by.
   uint64_t total = 1;
   for (size_t d = 0; d < 3; ++d) {
-    if (g.items[d] > device_limits.max_workgroup_dims[d]) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "kernel `%s`: workgroup size (%d, %d, %d) exceeds the maximum of %d work-items in "
-          "dimension %d",
-          kernel, g.items[0], g.items[1], g.items[2], device_limits.max_workgroup_dims[d], d));
-    }
-    total *= g.items[d];  // each factor is bounded by a device limit: no overflow
+    if (__builtin_mul_overflow(total, g.items[d], &total)) total = UINT64_MAX;
   }
   const uint64_t max_items =
       std::min(kernel_limits.max_workgroup_size, device_limits.max_workgroup_size);
@@ -45,6 +43,14 @@ absl::Status validate_geometry(absl::string_view kernel, const LaunchGeometry& g
         "kernel `%s`: workgroup size (%d, %d, %d) has %d work-items, more than %d, the maximum "
         "for this kernel",
         kernel, g.items[0], g.items[1], g.items[2], total, max_items));
+  }
+  for (size_t d = 0; d < 3; ++d) {
+    if (g.items[d] > device_limits.max_workgroup_dims[d]) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kernel `%s`: workgroup size (%d, %d, %d) exceeds the maximum of %d work-items in "
+          "dimension %d",
+          kernel, g.items[0], g.items[1], g.items[2], device_limits.max_workgroup_dims[d], d));
+    }
   }
   for (size_t d = 0; d < 3; ++d) {
     if (g.groups[d] > device_limits.max_groups[d]) {

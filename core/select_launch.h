@@ -34,7 +34,14 @@ absl::StatusOr<LaunchChoice> select_launch(absl::string_view kernel, const Dims&
 // The upper bound select_launch uses for the padded iteration space when the
 // workgroup size is still to be tuned, per dimension: items = max(1, min(extent,
 // capacity, limit)), padded = extent + items - 1 (0 for an empty extent),
-// capacity /= items. Saturates at INT64_MAX.
-Dims padded_bound(const Dims& extents, const DeviceLimits& limits);
+// capacity /= items. Saturates at INT64_MAX. `linear` selects the
+// per-dimension limits tuning will use (workgroup_dim_limit).
+Dims padded_bound(const Dims& extents, const DeviceLimits& limits, bool linear);
+
+// The most items a workgroup may have in dimension d: the device's limit for
+// that dimension in an N-d grid; in a linear launch every item lies in
+// hardware dimension 0, so its limit applies to each dimension. Tuning and
+// padded_bound share this rule, so the bound holds for any tuned size.
+int64_t workgroup_dim_limit(const DeviceLimits& limits, bool linear, int d);
 
 }  // namespace kad

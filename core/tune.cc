@@ -10,9 +10,7 @@ Dims threads_to_workgroup(uint64_t threads, const Dims& extents, const LaunchCho
   uint64_t total = 1;
   threads = std::max<uint64_t>(threads, 1);
   for (int d = 0; d < extents.rank; ++d) {
-    const uint64_t limit =
-        (!choice.linear && d < 3) ? limits.max_workgroup_dims[static_cast<size_t>(d)]
-                                  : limits.max_workgroup_dims[0];
+    const uint64_t limit = static_cast<uint64_t>(workgroup_dim_limit(limits, choice.linear, d));
     const uint64_t extent = static_cast<uint64_t>(std::max<int64_t>(extents[d], 0));
     const uint64_t x = std::max<uint64_t>(1, std::min({threads / total, extent, limit}));
     wgs[d] = static_cast<int64_t>(x);

@@ -11,8 +11,7 @@
 namespace kad {
 
 // Fills dimension 0 first: x_d = max(1, min(threads / product so far,
-// extent_d, limit_d)). Limits are the device's per-dimension item limits for
-// an N-d grid; a linear launch puts every item in hardware dimension 0.
+// extent_d, limit_d)), limit_d = workgroup_dim_limit(limits, choice.linear, d).
 Dims threads_to_workgroup(uint64_t threads, const Dims& extents, const LaunchChoice& choice,
                           const DeviceLimits& limits);
 

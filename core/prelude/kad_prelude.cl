@@ -76,6 +76,9 @@ __constant long __kad_static_ngroups[8] = {KAD_STATIC_NGROUPS};
  * `d == 0 ? get_group_id(0) : get_group_id(1)` into one call with a computed
  * dimension, which PoCL 3.1 cannot lower. */
 #define KAD_INLINE static inline __attribute__((always_inline))
+/* Loops over dimensions have at most KAD_RANK trips: unrolled, a static
+ * launch leaves no loop and no branch in the kernel. */
+#define __KAD_UNROLL _Pragma("unroll")
 
 KAD_INLINE kad_uint __kad_hw_group(uint d) {
   const kad_uint x = get_group_id(0), y = get_group_id(1), z = get_group_id(2);
@@ -91,6 +94,7 @@ KAD_INLINE kad_uint __kad_group_d(const kad_context* c, uint d) {
 #if KAD_LINEAR
   /* One hardware dimension: recover the Cartesian group by unsigned division. */
   kad_uint g = (kad_uint)get_group_id(0);
+  __KAD_UNROLL
   for (uint k = 0; k < d; ++k) g /= __kad_ngroups(c, k);
   return g % __kad_ngroups(c, d);
 #else
@@ -102,6 +106,7 @@ KAD_INLINE kad_uint __kad_group_d(const kad_context* c, uint d) {
 KAD_INLINE kad_uint __kad_local_d(const kad_context* c, uint d) {
 #if KAD_LINEAR
   kad_uint l = (kad_uint)get_local_id(0);
+  __KAD_UNROLL
   for (uint k = 0; k < d; ++k) l /= __kad_groupsize(c, k);
   return l % __kad_groupsize(c, d);
 #else
@@ -122,6 +127,7 @@ KAD_INLINE long __kad_global_index(const kad_context* c, uint d) {
 
 KAD_INLINE long __kad_global_linear(const kad_context* c) {
   kad_uint linear = 0, stride = 1;
+  __KAD_UNROLL
   for (uint d = 0; d < KAD_RANK; ++d) {
     linear += __kad_pos(c, d) * stride;
     stride *= __kad_extent(c, d);
@@ -139,6 +145,7 @@ KAD_INLINE long __kad_local_linear(const kad_context* c) {
   return (long)get_local_id(0);
 #else
   kad_uint linear = 0, stride = 1;
+  __KAD_UNROLL
   for (uint d = 0; d < KAD_RANK; ++d) {
     linear += __kad_local_d(c, d) * stride;
     stride *= __kad_groupsize(c, d);
@@ -157,6 +164,7 @@ KAD_INLINE long __kad_group_linear(const kad_context* c) {
   return (long)get_group_id(0);
 #else
   kad_uint linear = 0, stride = 1;
+  __KAD_UNROLL
   for (uint d = 0; d < KAD_RANK; ++d) {
     linear += __kad_group_d(c, d) * stride;
     stride *= __kad_ngroups(c, d);
@@ -167,12 +175,14 @@ KAD_INLINE long __kad_group_linear(const kad_context* c) {
 
 KAD_INLINE long __kad_ndrange_length(const kad_context* c) {
   long n = 1;
+  __KAD_UNROLL
   for (uint d = 0; d < KAD_RANK; ++d) n *= (long)__kad_extent(c, d);
   return n;
 }
 
 KAD_INLINE int __kad_active(const kad_context* c) {
 #if KAD_CHECK_BOUNDS
+  __KAD_UNROLL
   for (uint d = 0; d < KAD_RANK; ++d)
     if (__kad_pos(c, d) >= __kad_extent(c, d)) return 0;
 #endif

@@ -1,0 +1,95 @@
+// The compiled-kernel cache (DESIGN §3.3, §5), counted by compilations on PoCL.
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/support/pocl.h"
+
+namespace kad {
+namespace {
+
+using testing::PoclTest;
+
+constexpr char kScale[] = R"(
+kernel void scale(KAD_CONTEXT, global float* x, float a) {
+  if (kad_active()) x[kad_global_linear()] *= a;
+}
+)";
+
+KernelSignature scale_signature() {
+  return {"scale", std::nullopt, std::nullopt,
+          {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kF32)}, ""};
+}
+
+class KernelCacheOnPocl : public PoclTest {
+ protected:
+  // Launches `kernel` over `range`, checks every element was scaled by 2.
+  LaunchResult scale_twice(Kernel& kernel, const NdRange* range, const Dims* wg, int64_t n) {
+    auto x = make_buffer<float>(static_cast<size_t>(n), 1.5f);
+    const KernelArg args[] = {KernelArg::of_buffer(*x), KernelArg::of_scalar(2.0f)};
+    auto r = run(kernel, range, wg, args);
+    EXPECT_TRUE(r.ok()) << r.status();
+    for (float v : download<float>(*x)) EXPECT_EQ(v, 3.0f);
+    return r.ok() ? *r : LaunchResult{};
+  }
+};
+
+TEST_F(KernelCacheOnPocl, SecondLaunchWithTheSameStaticShapeDoesNotRecompile) {
+  KernelSignature sig = scale_signature();
+  sig.static_ndrange = NdRange(Dims{64});
+  sig.static_workgroup = Dims{16};
+  auto kernel = make_kernel(kScale, sig);
+  EXPECT_TRUE(scale_twice(*kernel, nullptr, nullptr, 64).compiled);
+  EXPECT_FALSE(scale_twice(*kernel, nullptr, nullptr, 64).compiled);
+  const KernelCache::Stats s = cache().stats();
+  EXPECT_EQ(s.compilations, 1u);
+  EXPECT_EQ(s.hits, 1u);
+  EXPECT_EQ(s.entries, 1u);
+}
+
+TEST_F(KernelCacheOnPocl, ADifferentDynamicSizeReusesTheCompiledKernel) {
+  auto kernel = make_kernel(kScale, scale_signature());
+  const Dims wg{8};
+  for (int64_t n : {40, 64, 1000, 7}) {
+    const NdRange range(Dims{n});
+    scale_twice(*kernel, &range, &wg, n);
+  }
+  EXPECT_EQ(cache().stats().compilations, 1u);
+  EXPECT_EQ(cache().stats().hits, 3u);
+}
+
+TEST_F(KernelCacheOnPocl, ADifferentTunedWorkgroupReusesTheCompiledKernel) {
+  auto kernel = make_kernel(kScale, scale_signature());
+  const NdRange small(Dims{10}), large(Dims{100000});
+  const LaunchResult a = scale_twice(*kernel, &small, nullptr, 10);
+  const LaunchResult b = scale_twice(*kernel, &large, nullptr, 100000);
+  EXPECT_NE(a.workgroup, b.workgroup) << "tuning should pick different sizes";
+  EXPECT_TRUE(a.compiled);
+  EXPECT_FALSE(b.compiled);
+  EXPECT_EQ(cache().stats().compilations, 1u);
+}
+
+TEST_F(KernelCacheOnPocl, ANewKernelObjectForTheSameCodeHitsTheSharedCache) {
+  auto first = make_kernel(kScale, scale_signature());
+  auto second = make_kernel(kScale, scale_signature());
+  const NdRange range(Dims{32});
+  EXPECT_TRUE(scale_twice(*first, &range, nullptr, 32).compiled);
+  EXPECT_FALSE(scale_twice(*second, &range, nullptr, 32).compiled);
+  EXPECT_EQ(cache().stats().compilations, 1u);
+}
+
+TEST_F(KernelCacheOnPocl, WhatIsCompiledInGetsItsOwnEntry) {
+  // Rank, static sizes and the static workgroup are baked into the code.
+  auto dynamic = make_kernel(kScale, scale_signature());
+  KernelSignature fixed = scale_signature();
+  fixed.static_workgroup = Dims{4};
+  auto with_static_wg = make_kernel(kScale, fixed);
+  const NdRange one_d(Dims{32}), two_d(Dims{4, 8});
+  scale_twice(*dynamic, &one_d, nullptr, 32);
+  scale_twice(*dynamic, &two_d, nullptr, 32);
+  scale_twice(*with_static_wg, &one_d, nullptr, 32);
+  EXPECT_EQ(cache().stats().compilations, 3u);
+  EXPECT_EQ(cache().stats().entries, 3u);
+}
+
+}  // namespace
+}  // namespace kad
