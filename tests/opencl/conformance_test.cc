@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <numeric>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -91,6 +92,9 @@ std::string case_name(const IndexCase& c) {
                                  "__static_both"};
   return name + kSizes[static_cast<int>(c.sizes)];
 }
+
+// gtest prints parameters in test listings (and so in CTest's test names).
+void PrintTo(const IndexCase& c, std::ostream* os) { *os << case_name(c); }
 
 std::vector<IndexCase> index_cases() {
   const std::vector<NdRange> ranges = {
