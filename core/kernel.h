@@ -17,8 +17,8 @@
 
 namespace kad {
 
-// The most arguments a kernel may declare (OpenCL guarantees 1024 bytes of
-// parameters; 128 pointers plus the context fit in that on 64-bit devices).
+// The most arguments a kernel may declare: OpenCL guarantees 1024 bytes of
+// parameters, which the 256-byte context and 96 pointers fill exactly.
 inline constexpr size_t kMaxKernelArgs = 96;
 
 class Kernel {

@@ -93,3 +93,27 @@ TEST_F(KernelCacheOnPocl, WhatIsCompiledInGetsItsOwnEntry) {
 
 }  // namespace
 }  // namespace kad
+
+namespace kad {
+namespace {
+
+TEST_F(KernelCacheOnPocl, PerKernelBuildOptionsAreCompiledInAndPartOfTheKey) {
+  constexpr char kOffset[] = R"(
+kernel void offset(KAD_CONTEXT, global int* x) {
+  if (kad_active()) x[kad_global_linear()] += OFFSET;
+}
+)";
+  const NdRange range(Dims{8});
+  for (int offset : {3, 5}) {
+    auto kernel = make_kernel(kOffset, {"offset", std::nullopt, std::nullopt,
+                                        {ArgSpec::buffer()}, "-DOFFSET=" + std::to_string(offset)});
+    auto x = make_buffer<int32_t>(8, 100);
+    const KernelArg args[] = {KernelArg::of_buffer(*x)};
+    ASSERT_TRUE(run(*kernel, &range, nullptr, args).ok());
+    EXPECT_EQ(download<int32_t>(*x), std::vector<int32_t>(8, 100 + offset));
+  }
+  EXPECT_EQ(cache().stats().compilations, 2u);
+}
+
+}  // namespace
+}  // namespace kad
