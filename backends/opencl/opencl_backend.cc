@@ -6,21 +6,16 @@
 #include "absl/strings/str_cat.h"
 #include "backends/opencl/opencl_api.h"
 #include "backends/opencl/opencl_device.h"
+#include "backends/opencl/opencl_info.h"
 #include "backends/opencl/opencl_status.h"
 
 namespace kad::opencl {
 namespace {
 
-std::string platform_name(const OpenClApi& api, cl_platform_id platform) {
-  char name[256] = {};
-  api.clGetPlatformInfo(platform, CL_PLATFORM_NAME, sizeof(name) - 1, name, nullptr);
-  return name;
-}
-
 // Adds every device of `platform`; ids are "opencl:<platform>:<index>".
 void add_platform(std::shared_ptr<const OpenClApi> api, cl_platform_id platform,
                   const std::string& short_name, Discovery* out) {
-  const std::string name = platform_name(*api, platform);
+  const std::string name = query_string(api->clGetPlatformInfo, platform, CL_PLATFORM_NAME);
   cl_uint count = 0;
   cl_int err = api->clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count);
   if (err != CL_SUCCESS || count == 0) {
@@ -82,7 +77,7 @@ Discovery discover(const DiscoveryOptions& options) {
       std::vector<cl_platform_id> platforms(count);
       api->clGetPlatformIDs(count, platforms.data(), nullptr);
       for (cl_platform_id p : platforms) {
-        const std::string name = platform_name(*api, p);
+        const std::string name = query_string(api->clGetPlatformInfo, p, CL_PLATFORM_NAME);
         have_pocl |= name == kPoclPlatformName;
         add_platform(api, p, short_platform_name(name, &seen), &out);
       }

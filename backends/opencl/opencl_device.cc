@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "backends/opencl/opencl_buffer.h"
+#include "backends/opencl/opencl_info.h"
 #include "backends/opencl/opencl_kernel.h"
 #include "backends/opencl/opencl_queue.h"
 #include "backends/opencl/opencl_status.h"
@@ -23,24 +24,6 @@ absl::StatusOr<T> device_value(const OpenClApi& api, cl_device_id device, cl_dev
     return s;
   }
   return value;
-}
-
-std::string device_string(const OpenClApi& api, cl_device_id device, cl_device_info what) {
-  size_t size = 0;
-  if (api.clGetDeviceInfo(device, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string out(size, '\0');
-  api.clGetDeviceInfo(device, what, size, out.data(), nullptr);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
-
-std::string platform_string(const OpenClApi& api, cl_platform_id platform, cl_platform_info what) {
-  size_t size = 0;
-  if (api.clGetPlatformInfo(platform, what, 0, nullptr, &size) != CL_SUCCESS || size == 0) return {};
-  std::string out(size, '\0');
-  api.clGetPlatformInfo(platform, what, size, out.data(), nullptr);
-  out.resize(std::strlen(out.c_str()));
-  return out;
 }
 
 absl::Status query_limits(const OpenClApi& api, cl_device_id dev, DeviceLimits* limits) {
@@ -84,13 +67,13 @@ absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
   DeviceInfo& info = dev->info_;
   info.backend = "opencl";
   info.id = std::move(id);
-  info.name = device_string(*api, device, CL_DEVICE_NAME);
-  info.vendor = device_string(*api, device, CL_DEVICE_VENDOR);
-  info.platform = platform_string(*api, platform, CL_PLATFORM_NAME);
-  info.driver_version = absl::StrCat(platform_string(*api, platform, CL_PLATFORM_VERSION), "; ",
-                                     device_string(*api, device, CL_DRIVER_VERSION));
-  info.toolchain_version = absl::StrCat(device_string(*api, device, CL_DEVICE_VERSION), "; ",
-                                        device_string(*api, device, CL_DEVICE_OPENCL_C_VERSION));
+  info.name = query_string(api->clGetDeviceInfo, device, CL_DEVICE_NAME);
+  info.vendor = query_string(api->clGetDeviceInfo, device, CL_DEVICE_VENDOR);
+  info.platform = query_string(api->clGetPlatformInfo, platform, CL_PLATFORM_NAME);
+  info.driver_version = absl::StrCat(query_string(api->clGetPlatformInfo, platform, CL_PLATFORM_VERSION), "; ",
+                                     query_string(api->clGetDeviceInfo, device, CL_DRIVER_VERSION));
+  info.toolchain_version = absl::StrCat(query_string(api->clGetDeviceInfo, device, CL_DEVICE_VERSION), "; ",
+                                        query_string(api->clGetDeviceInfo, device, CL_DEVICE_OPENCL_C_VERSION));
   absl::StatusOr<cl_device_type> type = device_value<cl_device_type>(*api, device, CL_DEVICE_TYPE);
   if (!type.ok()) return type.status();
   info.is_cpu = (*type & CL_DEVICE_TYPE_CPU) != 0;

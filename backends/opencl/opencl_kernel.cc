@@ -5,31 +5,12 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "backends/opencl/opencl_info.h"
 #include "backends/opencl/opencl_status.h"
 #include "core/driver_scope.h"
 
 namespace kad::opencl {
 namespace {
-
-std::string build_log(const OpenClApi& api, cl_program program, cl_device_id device) {
-  size_t size = 0;
-  api.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, 0, nullptr, &size);
-  std::string log(size, '\0');
-  if (size > 0) {
-    api.clGetProgramBuildInfo(program, device, CL_PROGRAM_BUILD_LOG, size, log.data(), nullptr);
-    log.resize(std::strlen(log.c_str()));
-  }
-  return log;
-}
-
-std::string arg_string(const OpenClApi& api, cl_kernel k, cl_uint i, cl_kernel_arg_info what) {
-  size_t size = 0;
-  if (api.clGetKernelArgInfo(k, i, what, 0, nullptr, &size) != CL_SUCCESS) return {};
-  std::string out(size, '\0');
-  api.clGetKernelArgInfo(k, i, what, size, out.data(), nullptr);
-  out.resize(std::strlen(out.c_str()));
-  return out;
-}
 
 // Compares the parameters the compiler saw with the kernel's declared
 // signature, so that a wrong declaration fails at compile time, by name.
@@ -51,7 +32,7 @@ absl::Status check_parameters(const OpenClApi& api, cl_kernel k, const KernelSig
                              nullptr) != CL_SUCCESS) {
     return absl::OkStatus();  // this driver keeps no argument info: launch-time checks remain
   }
-  if (std::string type = arg_string(api, k, 0, CL_KERNEL_ARG_TYPE_NAME); type != "kad_context") {
+  if (std::string type = query_string(api.clGetKernelArgInfo, k, 0, CL_KERNEL_ARG_TYPE_NAME); type != "kad_context") {
     return absl::InvalidArgumentError(absl::StrFormat(
         "kernel `%s`: the first parameter must be KAD_CONTEXT, not `%s`", sig.entry, type));
   }
@@ -61,8 +42,8 @@ absl::Status check_parameters(const OpenClApi& api, cl_kernel k, const KernelSig
     cl_kernel_arg_type_qualifier qualifiers = 0;
     api.clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof(qualifiers), &qualifiers,
                            nullptr);
-    const std::string type = arg_string(api, k, i, CL_KERNEL_ARG_TYPE_NAME);
-    const std::string name = arg_string(api, k, i, CL_KERNEL_ARG_NAME);
+    const std::string type = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_TYPE_NAME);
+    const std::string name = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_NAME);
     bool ok = false;
     switch (want.kind) {
       case ArgKind::kBuffer:
@@ -110,7 +91,7 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
   if (err != CL_SUCCESS) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "kernel `%s` did not compile for device %s (%s, options `%s`):\n%s", sig.entry,
-        device.info().id, error_name(err), options, build_log(api, k->program_, id)));
+        device.info().id, error_name(err), options, query_string(api.clGetProgramBuildInfo, k->program_, id, CL_PROGRAM_BUILD_LOG)));
   }
   k->kernel_ = api.clCreateKernel(k->program_, sig.entry.c_str(), &err);
   if (err == CL_INVALID_KERNEL_NAME) {

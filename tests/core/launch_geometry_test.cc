@@ -12,19 +12,15 @@
 #include "core/select_launch.h"
 #include "core/tune.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_fixtures.h"
 
 namespace kad {
 namespace {
 
+using testing::CudaLimits;
+
 using U3 = std::array<uint64_t, 3>;
 
-DeviceLimits CudaLimits() {
-  DeviceLimits l;
-  l.max_workgroup_size = 1024;
-  l.max_workgroup_dims = {1024, 1024, 64};
-  l.max_groups = {2147483647, 65535, 65535};
-  return l;
-}
 
 KernelLimits KLimits(uint64_t max_workgroup_size) {
   KernelLimits k;

@@ -9,9 +9,12 @@
 #include "absl/status/status.h"
 #include "absl/strings/match.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_fixtures.h"
 
 namespace kad {
 namespace {
+
+using testing::Kernel;
 
 // Whether `status`'s message contains `needle`, printing the message if not.
 ::testing::AssertionResult MessageHas(const absl::Status& status, absl::string_view needle) {
@@ -20,14 +23,6 @@ namespace {
          << "message \"" << status.message() << "\" lacks \"" << needle << "\"";
 }
 
-KernelSignature Kernel(std::optional<NdRange> static_ndrange = std::nullopt,
-                       std::optional<Dims> static_workgroup = std::nullopt) {
-  KernelSignature k;
-  k.entry = "saxpy";
-  k.static_ndrange = std::move(static_ndrange);
-  k.static_workgroup = std::move(static_workgroup);
-  return k;
-}
 
 std::string Message(const absl::StatusOr<Partition>& p) { return std::string(p.status().message()); }
 

@@ -15,9 +15,13 @@
 #include "core/partition.h"
 #include "core/tune.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_fixtures.h"
 
 namespace kad {
 namespace {
+
+using testing::CudaLimits;
+using testing::Choice;
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t k2p31 = int64_t{1} << 31;
@@ -25,21 +29,7 @@ constexpr int64_t k2p40 = int64_t{1} << 40;
 constexpr int64_t k2p22 = int64_t{1} << 22;
 
 // CUDA's limits, as KernelAbstractions hard-codes them.
-DeviceLimits CudaLimits() {
-  DeviceLimits l;
-  l.max_workgroup_size = 1024;
-  l.max_workgroup_dims = {1024, 1024, 64};
-  l.max_groups = {static_cast<uint64_t>(kInt32Max), 65535, 65535};
-  return l;
-}
 
-LaunchChoice Choice(int rank, bool linear, int bits) {
-  LaunchChoice c;
-  c.rank = static_cast<uint8_t>(rank);
-  c.linear = linear;
-  c.index_bits = static_cast<uint8_t>(bits);
-  return c;
-}
 
 ::testing::AssertionResult MessageHas(const absl::Status& status, absl::string_view needle) {
   if (absl::StrContains(status.message(), needle)) return ::testing::AssertionSuccess();

@@ -13,34 +13,17 @@
 #include "core/select_launch.h"
 #include "core/tune.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_fixtures.h"
 
 namespace kad {
 namespace {
 
-KernelSignature Kernel(std::optional<NdRange> static_ndrange = std::nullopt,
-                       std::optional<Dims> static_workgroup = std::nullopt) {
-  KernelSignature k;
-  k.entry = "saxpy";
-  k.static_ndrange = std::move(static_ndrange);
-  k.static_workgroup = std::move(static_workgroup);
-  return k;
-}
+using testing::CudaLimits;
+using testing::Choice;
+using testing::Kernel;
 
-DeviceLimits CudaLimits() {
-  DeviceLimits l;
-  l.max_workgroup_size = 1024;
-  l.max_workgroup_dims = {1024, 1024, 64};
-  l.max_groups = {2147483647, 65535, 65535};
-  return l;
-}
 
-LaunchChoice Choice(int rank, bool linear, int bits) {
-  LaunchChoice c;
-  c.rank = static_cast<uint8_t>(rank);
-  c.linear = linear;
-  c.index_bits = static_cast<uint8_t>(bits);
-  return c;
-}
+
 
 // Partitions and specialises a launch the way the pipeline does (before tuning).
 Specialization Specialize(const KernelSignature& k, const NdRange* ndrange, const Dims* wgs) {

@@ -4,17 +4,13 @@
 #include <cstdint>
 
 #include "gtest/gtest.h"
+#include "tests/support/core_fixtures.h"
 
 namespace kad {
 namespace {
 
-DeviceLimits CudaLimits() {
-  DeviceLimits l;
-  l.max_workgroup_size = 1024;
-  l.max_workgroup_dims = {1024, 1024, 64};
-  l.max_groups = {2147483647, 65535, 65535};
-  return l;
-}
+using testing::CudaLimits;
+
 
 LaunchChoice NdGrid(int rank) {
   LaunchChoice c;
