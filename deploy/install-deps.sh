@@ -9,6 +9,8 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   clang-15 llvm-15
   libgtest-dev libgmock-dev libbenchmark-dev
+  libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
+  libtomlplusplus-dev libcli11-dev libspdlog-dev
 )
 
 missing=()

@@ -1,0 +1,114 @@
+#include "server/config.h"
+
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdlib>
+#include <toml++/toml.h>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kad::server {
+
+std::string default_socket_path() {
+  if (geteuid() == 0) return "/run/kad/kad.sock";
+  if (const char* dir = std::getenv("XDG_RUNTIME_DIR"); dir && *dir)
+    return absl::StrCat(dir, "/kad.sock");
+  return absl::StrCat("/tmp/kad-", geteuid(), ".sock");
+}
+
+absl::StatusOr<ListenAddress> parse_listen_uri(const std::string& uri) {
+  ListenAddress out;
+  out.uri = uri;
+  if (absl::StartsWith(uri, "unix:")) {
+    const std::string path = uri.substr(5);
+    if (path.empty()) return absl::InvalidArgumentError("listen URI `unix:` has no path");
+    out.address = uri;
+    return out;
+  }
+  if (absl::StartsWith(uri, "tcp://")) {
+    const std::string hostport = uri.substr(6);
+    const size_t colon = hostport.rfind(':');
+    if (colon == std::string::npos || colon + 1 == hostport.size()) {
+      return absl::InvalidArgumentError(
+          absl::StrFormat("listen URI `%s` needs a port: tcp://HOST:PORT", uri));
+    }
+    const std::string host = hostport.substr(0, colon);
+    out.address = hostport;
+    out.tcp = true;
+    out.loopback = host == "localhost" || absl::StartsWith(host, "127.") || host == "[::1]";
+    return out;
+  }
+  return absl::InvalidArgumentError(
+      absl::StrFormat("listen URI `%s` is neither unix:PATH nor tcp://HOST:PORT", uri));
+}
+
+ParseOutcome parse_config(int argc, char** argv) {
+  ParseOutcome out;
+  Config& c = out.config;
+  CLI::App app{"kad — the device launch service daemon"};
+  std::string config_file;
+  std::vector<std::string> listen;
+  app.add_option("--config", config_file, "TOML file with the same settings as these flags")
+      ->check(CLI::ExistingFile);
+  app.add_option("--listen", listen,
+                 "unix:PATH or tcp://HOST:PORT; repeatable (default unix:" +
+                     default_socket_path() + ")");
+  app.add_option("--max-message-bytes", c.max_message_bytes, "largest gRPC message accepted");
+  app.add_option("--max-sessions", c.limits.max_sessions, "sessions served at once");
+  app.add_option("--session-memory-quota", c.limits.max_buffer_bytes_per_session,
+                 "device memory one session may hold, in bytes");
+  app.add_option("--tls-cert", c.tls_cert, "PEM certificate: serve TCP with TLS");
+  app.add_option("--tls-key", c.tls_key, "PEM private key for --tls-cert");
+  app.add_flag("--allow-insecure-tcp", c.allow_insecure_tcp,
+               "allow plaintext TCP on addresses other than loopback");
+  app.add_option("--ready-file", c.ready_file, "write the bound URIs here once serving");
+  app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    out.exit = true;
+    out.exit_code = e.get_exit_code();
+    out.message = e.get_exit_code() == 0 ? app.help() : absl::StrCat("kad: ", e.what());
+    return out;
+  }
+
+  if (!config_file.empty()) {
+    try {
+      const toml::table file = toml::parse_file(config_file);
+      if (const toml::array* uris = file["listen"].as_array()) {
+        for (const auto& u : *uris)
+          if (auto s = u.value<std::string>()) c.listen.push_back(*s);
+      }
+      auto set_u64 = [&](const char* key, uint64_t& field, const CLI::Option* flag) {
+        if (flag && flag->count() > 0) return;  // the flag wins
+        if (auto v = file[key].value<int64_t>(); v && *v >= 0) field = static_cast<uint64_t>(*v);
+      };
+      set_u64("max_message_bytes", c.max_message_bytes, app.get_option("--max-message-bytes"));
+      set_u64("max_sessions", c.limits.max_sessions, app.get_option("--max-sessions"));
+      set_u64("session_memory_quota", c.limits.max_buffer_bytes_per_session,
+              app.get_option("--session-memory-quota"));
+      if (app.get_option("--tls-cert")->count() == 0)
+        c.tls_cert = file["tls_cert"].value_or(c.tls_cert);
+      if (app.get_option("--tls-key")->count() == 0)
+        c.tls_key = file["tls_key"].value_or(c.tls_key);
+      if (app.get_option("--log-level")->count() == 0)
+        c.log_level = file["log_level"].value_or(c.log_level);
+      if (app.get_option("--allow-insecure-tcp")->count() == 0)
+        c.allow_insecure_tcp = file["allow_insecure_tcp"].value_or(c.allow_insecure_tcp);
+    } catch (const toml::parse_error& e) {
+      out.exit = true;
+      out.exit_code = 2;
+      out.message = absl::StrCat("kad: ", config_file, ": ", std::string(e.description()), " at line ",
+                                 e.source().begin.line);
+      return out;
+    }
+  }
+  if (!listen.empty()) c.listen = listen;
+  if (c.listen.empty()) c.listen.push_back("unix:" + default_socket_path());
+  return out;
+}
+
+}  // namespace kad::server

@@ -1,0 +1,48 @@
+// The daemon's configuration: command-line flags, and an optional TOML file
+// (--config) for the same settings; a flag wins over the file.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "server/engine.h"
+
+namespace kad::server {
+
+struct Config {
+  // unix:PATH or tcp://HOST:PORT (port 0 picks a free one). Repeatable.
+  std::vector<std::string> listen;
+  uint64_t max_message_bytes = (4 << 20) + (64 << 10);  // a 1 MiB chunk fits with room
+  EngineLimits limits;
+  std::string tls_cert, tls_key;    // PEM files: TCP with TLS
+  bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
+  std::string ready_file;           // written with the bound URIs once serving
+  std::string log_level = "info";
+};
+
+// The documented default: /run/kad/kad.sock as root, else
+// $XDG_RUNTIME_DIR/kad.sock, else /tmp/kad-$UID.sock.
+std::string default_socket_path();
+
+// Parses argv (and the TOML file it names). Help and usage errors come back
+// as a status whose message is the text to print; `exit_code` says how to exit.
+struct ParseOutcome {
+  Config config;
+  bool exit = false;
+  int exit_code = 0;
+  std::string message;
+};
+ParseOutcome parse_config(int argc, char** argv);
+
+// One listening address, checked: the gRPC address to bind and whether it is
+// a TCP address on loopback.
+struct ListenAddress {
+  std::string uri;      // as given
+  std::string address;  // as gRPC wants it
+  bool tcp = false;
+  bool loopback = false;
+};
+absl::StatusOr<ListenAddress> parse_listen_uri(const std::string& uri);
+
+}  // namespace kad::server

@@ -1,0 +1,335 @@
+#include "server/engine.h"
+
+#include <array>
+
+#include "absl/random/random.h"
+#include "absl/strings/str_format.h"
+#include "core/launch.h"
+
+namespace kad::server {
+namespace {
+
+std::string new_session_id() {
+  static absl::Mutex mu(absl::kConstInit);
+  static absl::BitGen* gen = new absl::BitGen();
+  absl::MutexLock lock(&mu);
+  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(*gen),
+                         absl::Uniform<uint64_t>(*gen));
+}
+
+}  // namespace
+
+Engine::Engine(DeviceRegistry registry, EngineLimits limits)
+    : registry_(std::move(registry)), limits_(limits) {
+  for (size_t i = 0; i < registry_.devices.size(); ++i)
+    device_launches_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
+}
+
+Engine::~Engine() {
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) ids.push_back(id);
+  }
+  for (const std::string& id : ids) close_session(id);
+}
+
+absl::StatusOr<std::shared_ptr<Session>> Engine::open_session(std::string client_name,
+                                                              std::string peer) {
+  if (draining()) return absl::UnavailableError("kad is shutting down: no new sessions");
+  auto s = std::make_shared<Session>(new_session_id(), std::move(client_name), std::move(peer));
+  absl::MutexLock lock(&mu_);
+  if (sessions_.size() >= limits_.max_sessions) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("kad already serves %d sessions, its maximum", sessions_.size()));
+  }
+  sessions_.emplace(s->id(), s);
+  sessions_opened_.fetch_add(1);
+  return s;
+}
+
+void Engine::close_session(const std::string& id) {
+  std::shared_ptr<Session> s;
+  {
+    absl::MutexLock lock(&mu_);
+    auto it = sessions_.find(id);
+    if (it == sessions_.end()) return;
+    s = it->second;
+    sessions_.erase(it);
+  }
+  absl::MutexLock lock(&s->mu);
+  // Let the device finish this session's work before its memory goes.
+  for (auto& [handle, q] : s->queues) q->queue->finish().IgnoreError();
+  s->kernels.clear();
+  s->modules.clear();
+  s->buffers.clear();
+  s->queues.clear();
+  s->buffer_bytes = 0;
+}
+
+absl::StatusOr<std::shared_ptr<Session>> Engine::session(absl::string_view id) {
+  if (id.empty()) {
+    return absl::FailedPreconditionError(
+        "no session: open one with OpenSession and send its id as metadata `kad-session`");
+  }
+  absl::MutexLock lock(&mu_);
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) {
+    return absl::NotFoundError(absl::StrFormat("no open session has id `%s`", id));
+  }
+  return it->second;
+}
+
+absl::StatusOr<Device*> Engine::device_for(absl::string_view id) const {
+  if (id.empty()) {
+    Device* d = registry_.default_device();
+    if (d == nullptr) return absl::UnavailableError("kad has no device");
+    return d;
+  }
+  Device* d = registry_.find(id);
+  if (d == nullptr) return absl::NotFoundError(absl::StrFormat("no device has id `%s`", id));
+  return d;
+}
+
+absl::Status Engine::check_object_quota(Session& s) {
+  const size_t objects = s.buffers.size() + s.modules.size() + s.kernels.size() + s.queues.size();
+  if (objects >= limits_.max_objects_per_session) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "session holds %d objects, its maximum", limits_.max_objects_per_session));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::shared_ptr<SessionQueue>> Engine::find_queue(Session& s, uint64_t queue) {
+  auto it = s.queues.find(queue);
+  if (it == s.queues.end()) {
+    return absl::NotFoundError(absl::StrFormat("session has no queue %d", queue));
+  }
+  return it->second;
+}
+
+absl::StatusOr<Buffer*> Engine::find_buffer(Session& s, uint64_t buffer) {
+  auto it = s.buffers.find(buffer);
+  if (it == s.buffers.end()) {
+    return absl::NotFoundError(absl::StrFormat("session has no buffer %d", buffer));
+  }
+  return it->second.buffer.get();
+}
+
+absl::StatusOr<uint64_t> Engine::allocate_buffer(Session& s, absl::string_view device_id,
+                                                 uint64_t size) {
+  absl::StatusOr<Device*> device = device_for(device_id);
+  if (!device.ok()) return device.status();
+  absl::MutexLock lock(&s.mu);
+  if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  if (size > limits_.max_buffer_bytes_per_session - s.buffer_bytes) {
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "a buffer of %d bytes would take the session past its quota of %d bytes (%d in use)", size,
+        limits_.max_buffer_bytes_per_session, s.buffer_bytes));
+  }
+  absl::StatusOr<std::unique_ptr<Buffer>> b = (*device)->allocate(size);
+  if (!b.ok()) return b.status();
+  const uint64_t handle = s.next_handle();
+  s.buffers.emplace(handle, SessionBuffer{*std::move(b), *device});
+  s.buffer_bytes += size;
+  return handle;
+}
+
+absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
+  absl::MutexLock lock(&s.mu);
+  auto it = s.buffers.find(buffer);
+  if (it == s.buffers.end()) {
+    return absl::NotFoundError(absl::StrFormat("session has no buffer %d", buffer));
+  }
+  // Launches already queued keep the memory alive in the driver (OpenCL
+  // retains a buffer for every enqueued command that uses it).
+  s.buffer_bytes -= it->second.buffer->size();
+  s.buffers.erase(it);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> Engine::buffer_size(Session& s, uint64_t buffer) {
+  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<Buffer*> b = find_buffer(s, buffer);
+  if (!b.ok()) return b.status();
+  return (*b)->size();
+}
+
+absl::Status Engine::write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
+                                  std::span<const std::byte> data) {
+  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, queue);
+  if (!q.ok()) return q.status();
+  absl::StatusOr<Buffer*> b = find_buffer(s, buffer);
+  if (!b.ok()) return b.status();
+  if (&(*b)->device() != (*q)->device) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "buffer %d is on device %s, queue %d on %s", buffer, (*b)->device().info().id, queue,
+        (*q)->device->info().id));
+  }
+  return (*q)->queue->write_buffer(**b, offset, data);
+}
+
+absl::Status Engine::read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
+                                 std::span<std::byte> data) {
+  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, queue);
+  if (!q.ok()) return q.status();
+  absl::StatusOr<Buffer*> b = find_buffer(s, buffer);
+  if (!b.ok()) return b.status();
+  if (&(*b)->device() != (*q)->device) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "buffer %d is on device %s, queue %d on %s", buffer, (*b)->device().info().id, queue,
+        (*q)->device->info().id));
+  }
+  return (*q)->queue->read_buffer(**b, offset, data);
+}
+
+absl::StatusOr<Engine::LoadedModule> Engine::load_module(Session& s, ModuleFormat format,
+                                                         std::string code) {
+  absl::StatusOr<std::shared_ptr<const Module>> m = Module::create(format, std::move(code));
+  if (!m.ok()) return m.status();
+  absl::MutexLock lock(&s.mu);
+  if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  const uint64_t handle = s.next_handle();
+  LoadedModule out{handle, (*m)->digest()};
+  s.modules.emplace(handle, *std::move(m));
+  return out;
+}
+
+absl::StatusOr<uint64_t> Engine::get_kernel(Session& s, uint64_t module,
+                                            KernelSignature signature) {
+  absl::MutexLock lock(&s.mu);
+  if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  auto it = s.modules.find(module);
+  if (it == s.modules.end()) {
+    return absl::NotFoundError(absl::StrFormat("session has no module %d", module));
+  }
+  absl::StatusOr<std::unique_ptr<Kernel>> k = Kernel::create(it->second, std::move(signature));
+  if (!k.ok()) return k.status();
+  const uint64_t handle = s.next_handle();
+  s.kernels.emplace(handle, *std::move(k));
+  return handle;
+}
+
+absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view device_id) {
+  absl::StatusOr<Device*> device = device_for(device_id);
+  if (!device.ok()) return device.status();
+  size_t index = 0;
+  while (registry_.devices[index].get() != *device) ++index;
+  absl::StatusOr<std::unique_ptr<Queue>> q = (*device)->create_queue();
+  if (!q.ok()) return q.status();
+  absl::MutexLock lock(&s.mu);
+  if (absl::Status quota = check_object_quota(s); !quota.ok()) return quota;
+  auto sq = std::make_shared<SessionQueue>();
+  sq->queue = *std::move(q);
+  sq->device = *device;
+  sq->device_index = index;
+  const uint64_t handle = s.next_handle();
+  s.queues.emplace(handle, std::move(sq));
+  return handle;
+}
+
+absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& request) {
+  if (draining()) return absl::UnavailableError("kad is shutting down: launch refused");
+  if (request.args.size() > kMaxKernelArgs) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a launch has %d arguments, more than the maximum of %d", request.args.size(),
+        kMaxKernelArgs));
+  }
+  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, request.queue);
+  if (!q.ok()) return q.status();
+  auto k = s.kernels.find(request.kernel);
+  if (k == s.kernels.end()) {
+    return absl::NotFoundError(absl::StrFormat("session has no kernel %d", request.kernel));
+  }
+  // Resolve buffer handles into a fixed array: no allocation on this path.
+  std::array<KernelArg, kMaxKernelArgs> args;
+  for (size_t i = 0; i < request.args.size(); ++i) {
+    args[i] = request.args[i];
+    if (args[i].kind == ArgKind::kBuffer || args[i].kind == ArgKind::kConstBuffer) {
+      auto b = s.buffers.find(request.args[i].bits);
+      if (b == s.buffers.end()) {
+        return absl::NotFoundError(absl::StrFormat(
+            "kernel `%s`: argument %d names buffer %d, which this session does not have",
+            k->second->name(), i, request.args[i].bits));
+      }
+      args[i].buffer = b->second.buffer.get();
+      args[i].bits = 0;
+    }
+  }
+  SessionQueue& sq = **q;
+  absl::StatusOr<LaunchResult> r =
+      kad::launch(*k->second, *sq.queue, cache_,
+                  {request.ndrange, request.workgroup,
+                   std::span<const KernelArg>(args.data(), request.args.size())});
+  if (!r.ok()) return r;
+  if (r->event != 0) sq.last_event.store(r->event);
+  launches_.fetch_add(1, std::memory_order_relaxed);
+  device_launches_[sq.device_index]->fetch_add(1, std::memory_order_relaxed);
+  return r;
+}
+
+absl::Status Engine::wait(Session& s, uint64_t queue, EventId event) {
+  std::shared_ptr<SessionQueue> q;
+  {
+    absl::MutexLock lock(&s.mu);
+    absl::StatusOr<std::shared_ptr<SessionQueue>> found = find_queue(s, queue);
+    if (!found.ok()) return found.status();
+    q = *std::move(found);
+  }
+  return q->queue->wait(event == 0 ? q->last_event.load() : event);
+}
+
+EngineCounters Engine::counters() const {
+  EngineCounters c;
+  c.cache = cache_.stats();
+  c.launches = launches_.load();
+  c.sessions_opened = sessions_opened_.load();
+  c.draining = draining();
+  for (size_t i = 0; i < registry_.devices.size(); ++i) {
+    c.devices.push_back({registry_.devices[i]->info().id, device_launches_[i]->load(), 0, 0, 0});
+  }
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    c.sessions = sessions_.size();
+    for (const auto& [id, s] : sessions_) sessions.push_back(s);
+  }
+  for (const auto& s : sessions) {
+    absl::MutexLock lock(&s->mu);
+    c.buffers += s->buffers.size();
+    c.modules += s->modules.size();
+    c.kernels += s->kernels.size();
+    c.queues += s->queues.size();
+    for (const auto& [h, b] : s->buffers) {
+      for (auto& d : c.devices) {
+        if (d.id != b.device->info().id) continue;
+        ++d.buffers;
+        d.buffer_bytes += b.buffer->size();
+      }
+    }
+    for (const auto& [h, q] : s->queues) ++c.devices[q->device_index].queues;
+  }
+  return c;
+}
+
+void Engine::drain() {
+  draining_.store(true);
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) sessions.push_back(s);
+  }
+  for (const auto& s : sessions) {
+    std::vector<std::shared_ptr<SessionQueue>> queues;
+    {
+      absl::MutexLock lock(&s->mu);
+      for (const auto& [h, q] : s->queues) queues.push_back(q);
+    }
+    for (const auto& q : queues) q->queue->finish().IgnoreError();
+  }
+}
+
+}  // namespace kad::server

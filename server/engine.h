@@ -1,0 +1,111 @@
+// The daemon's engine: the devices, the compiled-kernel cache and the
+// sessions. Every transport (gRPC over UNIX or TCP, in process) calls it; it
+// knows no wire format. Requests are validated here, before any driver call.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "backends/registry.h"
+#include "core/kernel_cache.h"
+#include "core/launch_request.h"
+#include "server/session.h"
+
+namespace kad::server {
+
+struct EngineLimits {
+  uint64_t max_sessions = 1024;
+  uint64_t max_buffer_bytes_per_session = uint64_t{64} << 30;  // device memory quota
+  uint64_t max_objects_per_session = 1 << 20;                  // handles of any kind
+};
+
+struct EngineCounters {
+  uint64_t sessions = 0, sessions_opened = 0;
+  uint64_t buffers = 0, modules = 0, kernels = 0, queues = 0;
+  uint64_t launches = 0;
+  KernelCache::Stats cache;
+  struct PerDevice {
+    std::string id;
+    uint64_t launches = 0, buffers = 0, buffer_bytes = 0, queues = 0;
+  };
+  std::vector<PerDevice> devices;
+  bool draining = false;
+};
+
+// A launch as the wire gives it, in handles.
+struct LaunchByHandle {
+  uint64_t queue = 0;
+  uint64_t kernel = 0;
+  const NdRange* ndrange = nullptr;
+  const Dims* workgroup = nullptr;
+  std::span<const KernelArg> args;  // buffers given as handles in KernelArg::bits
+};
+
+class Engine {
+ public:
+  Engine(DeviceRegistry registry, EngineLimits limits);
+  ~Engine();
+
+  const DeviceRegistry& registry() const { return registry_; }
+
+  absl::StatusOr<std::shared_ptr<Session>> open_session(std::string client_name, std::string peer);
+  // Reclaims everything the session owns: waits for its queues, frees its buffers.
+  void close_session(const std::string& id);
+  // NOT_FOUND (or FAILED_PRECONDITION when empty) for an id that names no open session.
+  absl::StatusOr<std::shared_ptr<Session>> session(absl::string_view id);
+
+  absl::StatusOr<uint64_t> allocate_buffer(Session& s, absl::string_view device_id, uint64_t size);
+  absl::Status free_buffer(Session& s, uint64_t buffer);
+  absl::Status write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
+                            std::span<const std::byte> data);
+  absl::Status read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
+                           std::span<std::byte> data);
+  // The size of a buffer, for a read that must size its destination first.
+  absl::StatusOr<uint64_t> buffer_size(Session& s, uint64_t buffer);
+
+  struct LoadedModule {
+    uint64_t handle;
+    std::string digest;
+  };
+  absl::StatusOr<LoadedModule> load_module(Session& s, ModuleFormat format, std::string code);
+  absl::StatusOr<uint64_t> get_kernel(Session& s, uint64_t module, KernelSignature signature);
+  absl::StatusOr<uint64_t> create_queue(Session& s, absl::string_view device_id);
+
+  // The warm path: resolves handles in fixed-size storage, launches, and
+  // allocates nothing itself.
+  absl::StatusOr<LaunchResult> launch(Session& s, const LaunchByHandle& request);
+  // event 0: everything submitted to the queue so far.
+  absl::Status wait(Session& s, uint64_t queue, EventId event);
+
+  EngineCounters counters() const;
+  // Refuse new launches (UNAVAILABLE) and wait for every queue to finish.
+  void drain();
+  bool draining() const { return draining_.load(); }
+
+ private:
+  absl::StatusOr<Device*> device_for(absl::string_view id) const;
+  absl::StatusOr<std::shared_ptr<SessionQueue>> find_queue(Session& s, uint64_t queue)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  absl::StatusOr<Buffer*> find_buffer(Session& s, uint64_t buffer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  absl::Status check_object_quota(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+
+  DeviceRegistry registry_;
+  EngineLimits limits_;
+  KernelCache cache_;
+  std::atomic<bool> draining_{false};
+  std::atomic<uint64_t> launches_{0};
+  std::atomic<uint64_t> sessions_opened_{0};
+  std::vector<std::unique_ptr<std::atomic<uint64_t>>> device_launches_;
+
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kad::server

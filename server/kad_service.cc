@@ -1,0 +1,323 @@
+#include "server/kad_service.h"
+
+#include <array>
+#include <vector>
+
+#include "absl/strings/str_format.h"
+#include "server/wire.h"
+
+namespace kad::server {
+
+grpc::Status to_grpc(const absl::Status& status) {
+  if (status.ok()) return grpc::Status::OK;
+  // Both follow google.rpc.Code.
+  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+absl::StatusOr<std::shared_ptr<Session>> KadService::session_of(
+    const grpc::ServerContextBase& context) {
+  const auto& metadata = context.client_metadata();
+  auto it = metadata.find(kSessionMetadata);
+  if (it == metadata.end()) return engine_.session("");
+  return engine_.session(absl::string_view(it->second.data(), it->second.size()));
+}
+
+namespace {
+
+// Holds the session open until the client leaves (cancels, disconnects or
+// dies) or the server shuts down; then reclaims it.
+class SessionReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
+ public:
+  SessionReactor(Engine& engine, std::string id) : engine_(engine), id_(std::move(id)) {
+    event_.set_session_id(id_);
+    StartWrite(&event_);
+  }
+  void OnWriteDone(bool ok) override {
+    if (!ok) end(grpc::Status(grpc::StatusCode::UNAVAILABLE, "session stream broken"));
+  }
+  void OnCancel() override { end(grpc::Status::CANCELLED); }
+  void OnDone() override { delete this; }
+
+ private:
+  void end(const grpc::Status& status) {
+    if (ended_.exchange(true)) return;
+    engine_.close_session(id_);
+    Finish(status);
+  }
+  Engine& engine_;
+  std::string id_;
+  v1::SessionEvent event_;
+  std::atomic<bool> ended_{false};
+};
+
+// Answers an OpenSession that cannot be served (draining, too many sessions).
+class RefusedSession final : public grpc::ServerWriteReactor<v1::SessionEvent> {
+ public:
+  explicit RefusedSession(const grpc::Status& status) { Finish(status); }
+  void OnDone() override { delete this; }
+};
+
+}  // namespace
+
+grpc::ServerWriteReactor<v1::SessionEvent>* KadService::OpenSession(
+    grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) {
+  absl::StatusOr<std::shared_ptr<Session>> s =
+      engine_.open_session(request->client_name(), context->peer());
+  if (!s.ok()) return new RefusedSession(to_grpc(s.status()));
+  return new SessionReactor(engine_, (*s)->id());
+}
+
+grpc::Status KadService::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+                                     v1::ListDevicesResponse* response) {
+  const DeviceRegistry& registry = engine_.registry();
+  for (const auto& d : registry.devices)
+    to_wire(d->info(), d.get() == registry.default_device(), response->add_devices());
+  return grpc::Status::OK;
+}
+
+grpc::Status KadService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+                                   v1::GetStatusResponse* r) {
+  const EngineCounters c = engine_.counters();
+  r->set_sessions(c.sessions);
+  r->set_sessions_opened(c.sessions_opened);
+  r->set_buffers(c.buffers);
+  r->set_modules(c.modules);
+  r->set_kernels(c.kernels);
+  r->set_queues(c.queues);
+  r->set_cache_entries(c.cache.entries);
+  r->set_cache_hits(c.cache.hits);
+  r->set_cache_compilations(c.cache.compilations);
+  r->set_launches(c.launches);
+  r->set_draining(c.draining);
+  for (const auto& d : c.devices) {
+    v1::DeviceCounters* w = r->add_devices();
+    w->set_device_id(d.id);
+    w->set_launches(d.launches);
+    w->set_buffers(d.buffers);
+    w->set_buffer_bytes(d.buffer_bytes);
+    w->set_queues(d.queues);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KadService::AllocateBuffer(grpc::ServerContext* context,
+                                        const v1::AllocateBufferRequest* request,
+                                        v1::AllocateBufferResponse* response) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<uint64_t> b = engine_.allocate_buffer(**s, request->device_id(), request->size());
+  if (!b.ok()) return to_grpc(b.status());
+  response->set_buffer(*b);
+  return grpc::Status::OK;
+}
+
+grpc::Status KadService::FreeBuffer(grpc::ServerContext* context,
+                                    const v1::FreeBufferRequest* request, v1::FreeBufferResponse*) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  return to_grpc(engine_.free_buffer(**s, request->buffer()));
+}
+
+grpc::Status KadService::WriteBuffer(grpc::ServerContext* context,
+                                     grpc::ServerReader<v1::WriteBufferChunk>* reader,
+                                     v1::WriteBufferResponse* response) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  v1::WriteBufferChunk chunk;
+  uint64_t queue = 0, buffer = 0, offset = 0, written = 0;
+  bool first = true;
+  while (reader->Read(&chunk)) {
+    if (first) {
+      queue = chunk.queue();
+      buffer = chunk.buffer();
+      offset = chunk.offset();
+      first = false;
+    }
+    const std::string& data = chunk.data();
+    if (data.size() > kMaxChunkBytes) {
+      return to_grpc(absl::InvalidArgumentError(absl::StrFormat(
+          "a write chunk of %d bytes exceeds the maximum of %d", data.size(), kMaxChunkBytes)));
+    }
+    uint64_t at;
+    if (__builtin_add_overflow(offset, written, &at)) {
+      return to_grpc(absl::OutOfRangeError("write offset overflows"));
+    }
+    absl::Status st = engine_.write_buffer(
+        **s, queue, buffer, at,
+        std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.data()), data.size()));
+    if (!st.ok()) return to_grpc(st);
+    written += data.size();
+  }
+  if (first) return to_grpc(absl::InvalidArgumentError("WriteBuffer received no chunk"));
+  response->set_bytes_written(written);
+  return grpc::Status::OK;
+}
+
+grpc::Status KadService::ReadBuffer(grpc::ServerContext* context,
+                                    const v1::ReadBufferRequest* request,
+                                    grpc::ServerWriter<v1::BufferChunk>* writer) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<uint64_t> size = engine_.buffer_size(**s, request->buffer());
+  if (!size.ok()) return to_grpc(size.status());
+  uint64_t end;
+  if (__builtin_add_overflow(request->offset(), request->size(), &end) || end > *size) {
+    return to_grpc(absl::OutOfRangeError(absl::StrFormat(
+        "range of %d bytes at offset %d does not fit in a buffer of %d bytes", request->size(),
+        request->offset(), *size)));
+  }
+  v1::BufferChunk chunk;
+  for (uint64_t done = 0; done < request->size();) {
+    const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, request->size() - done);
+    std::string* data = chunk.mutable_data();
+    data->resize(n);
+    absl::Status st = engine_.read_buffer(
+        **s, request->queue(), request->buffer(), request->offset() + done,
+        std::span<std::byte>(reinterpret_cast<std::byte*>(data->data()), n));
+    if (!st.ok()) return to_grpc(st);
+    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "reader left");
+    done += n;
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status KadService::LoadModule(grpc::ServerContext* context,
+                                    const v1::LoadModuleRequest* request,
+                                    v1::LoadModuleResponse* response) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<ModuleFormat> format = to_module_format(request->format());
+  if (!format.ok()) return to_grpc(format.status());
+  auto m = engine_.load_module(**s, *format, request->code());
+  if (!m.ok()) return to_grpc(m.status());
+  response->set_module(m->handle);
+  response->set_digest(m->digest);
+  return grpc::Status::OK;
+}
+
+grpc::Status KadService::GetKernel(grpc::ServerContext* context,
+                                   const v1::GetKernelRequest* request,
+                                   v1::GetKernelResponse* response) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<KernelSignature> sig = to_signature(*request);
+  if (!sig.ok()) return to_grpc(sig.status());
+  absl::StatusOr<uint64_t> k = engine_.get_kernel(**s, request->module(), *std::move(sig));
+  if (!k.ok()) return to_grpc(k.status());
+  response->set_kernel(*k);
+  return grpc::Status::OK;
+}
+
+grpc::Status KadService::CreateQueue(grpc::ServerContext* context,
+                                     const v1::CreateQueueRequest* request,
+                                     v1::CreateQueueResponse* response) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<uint64_t> q = engine_.create_queue(**s, request->device_id());
+  if (!q.ok()) return to_grpc(q.status());
+  response->set_queue(*q);
+  return grpc::Status::OK;
+}
+
+void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
+                             v1::QueueReply* reply) {
+  absl::Status status;
+  switch (command.command_case()) {
+    case v1::QueueCommand::kLaunch: {
+      const v1::Launch& l = command.launch();
+      NdRange ndrange;
+      Dims workgroup;
+      std::array<KernelArg, kMaxKernelArgs> args;
+      if (l.args_size() > static_cast<int>(kMaxKernelArgs)) {
+        status = absl::InvalidArgumentError(absl::StrFormat(
+            "a launch has %d arguments, more than the maximum of %d", l.args_size(),
+            kMaxKernelArgs));
+        break;
+      }
+      if (l.has_ndrange()) status = to_ndrange(l.ndrange(), &ndrange);
+      if (status.ok() && l.has_workgroup()) status = to_dims(l.workgroup(), &workgroup);
+      for (int i = 0; status.ok() && i < l.args_size(); ++i)
+        status = to_kernel_arg(l.args(i), static_cast<size_t>(i), &args[static_cast<size_t>(i)]);
+      if (!status.ok()) break;
+      absl::StatusOr<LaunchResult> r = engine_.launch(
+          session, {queue, l.kernel(), l.has_ndrange() ? &ndrange : nullptr,
+                    l.has_workgroup() ? &workgroup : nullptr,
+                    std::span<const KernelArg>(args.data(), static_cast<size_t>(l.args_size()))});
+      if (!r.ok()) {
+        status = r.status();
+        break;
+      }
+      reply->set_event(r->event);
+      v1::LaunchChoice* choice = reply->mutable_choice();
+      choice->set_rank(r->choice.rank);
+      choice->set_linear(r->choice.linear);
+      choice->set_index_bits(r->choice.index_bits);
+      for (int d = 0; d < r->workgroup.rank; ++d) reply->add_workgroup(r->workgroup[d]);
+      break;
+    }
+    case v1::QueueCommand::kWait:
+      status = engine_.wait(session, queue, command.wait().event());
+      break;
+    case v1::QueueCommand::kCopyIn: {
+      const v1::CopyIn& c = command.copy_in();
+      if (c.data().size() > kMaxChunkBytes) {
+        status = absl::InvalidArgumentError(absl::StrFormat(
+            "copy_in of %d bytes exceeds the maximum of %d; use WriteBuffer", c.data().size(),
+            kMaxChunkBytes));
+        break;
+      }
+      status = engine_.write_buffer(
+          session, queue, c.buffer(), c.offset(),
+          std::span<const std::byte>(reinterpret_cast<const std::byte*>(c.data().data()),
+                                     c.data().size()));
+      break;
+    }
+    case v1::QueueCommand::kCopyOut: {
+      const v1::CopyOut& c = command.copy_out();
+      if (c.size() > kMaxChunkBytes) {
+        status = absl::InvalidArgumentError(absl::StrFormat(
+            "copy_out of %d bytes exceeds the maximum of %d; use ReadBuffer", c.size(),
+            kMaxChunkBytes));
+        break;
+      }
+      std::string* data = reply->mutable_data();
+      data->resize(c.size());
+      status = engine_.read_buffer(
+          session, queue, c.buffer(), c.offset(),
+          std::span<std::byte>(reinterpret_cast<std::byte*>(data->data()), data->size()));
+      if (!status.ok()) reply->clear_data();
+      break;
+    }
+    case v1::QueueCommand::COMMAND_NOT_SET:
+      status = absl::InvalidArgumentError("queue command has no launch, wait, copy_in or copy_out");
+      break;
+  }
+  reply->set_code(static_cast<int32_t>(status.code()));
+  if (!status.ok()) reply->set_message(std::string(status.message()));
+}
+
+grpc::Status KadService::Submit(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
+  auto s = session_of(*context);
+  if (!s.ok()) return to_grpc(s.status());
+  v1::QueueCommand command;
+  v1::QueueReply reply;
+  uint64_t queue = 0;
+  while (stream->Read(&command)) {
+    reply.Clear();
+    reply.set_tag(command.tag());
+    if (queue == 0) queue = command.queue();
+    if (command.queue() != 0 && command.queue() != queue) {
+      reply.set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+      reply.set_message(absl::StrFormat(
+          "this stream is bound to queue %d; command names queue %d", queue, command.queue()));
+    } else {
+      run_command(**s, queue, command, &reply);
+    }
+    if (!stream->Write(reply)) break;
+  }
+  return grpc::Status::OK;
+}
+
+}  // namespace kad::server

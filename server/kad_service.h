@@ -1,0 +1,60 @@
+// kad.v1.Kad over gRPC: decodes requests, calls the Engine, encodes replies,
+// and maps absl::Status codes to gRPC's at this edge.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include "kad/v1/kad.grpc.pb.h"
+#include "server/engine.h"
+
+namespace kad::server {
+
+// Metadata key naming the session of every call but OpenSession.
+inline constexpr char kSessionMetadata[] = "kad-session";
+// Largest payload of one copy message or transfer chunk.
+inline constexpr uint64_t kMaxChunkBytes = 1 << 20;
+
+grpc::Status to_grpc(const absl::Status& status);
+
+// OpenSession uses the callback API: a session holds no server thread while
+// it waits for its client to leave.
+class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad::Service> {
+ public:
+  explicit KadService(Engine& engine) : engine_(engine) {}
+
+  grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
+      grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) override;
+
+  grpc::Status ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+                           v1::ListDevicesResponse* response) override;
+  grpc::Status GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+                         v1::GetStatusResponse* response) override;
+  grpc::Status AllocateBuffer(grpc::ServerContext* context,
+                              const v1::AllocateBufferRequest* request,
+                              v1::AllocateBufferResponse* response) override;
+  grpc::Status FreeBuffer(grpc::ServerContext* context, const v1::FreeBufferRequest* request,
+                          v1::FreeBufferResponse* response) override;
+  grpc::Status WriteBuffer(grpc::ServerContext* context,
+                           grpc::ServerReader<v1::WriteBufferChunk>* reader,
+                           v1::WriteBufferResponse* response) override;
+  grpc::Status ReadBuffer(grpc::ServerContext* context, const v1::ReadBufferRequest* request,
+                          grpc::ServerWriter<v1::BufferChunk>* writer) override;
+  grpc::Status LoadModule(grpc::ServerContext* context, const v1::LoadModuleRequest* request,
+                          v1::LoadModuleResponse* response) override;
+  grpc::Status GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,
+                         v1::GetKernelResponse* response) override;
+  grpc::Status CreateQueue(grpc::ServerContext* context, const v1::CreateQueueRequest* request,
+                           v1::CreateQueueResponse* response) override;
+  grpc::Status Submit(grpc::ServerContext* context,
+                      grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) override;
+
+ private:
+  absl::StatusOr<std::shared_ptr<Session>> session_of(const grpc::ServerContextBase& context);
+  // Runs one queue command; the reply carries its status.
+  void run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
+                   v1::QueueReply* reply);
+
+  Engine& engine_;
+};
+
+}  // namespace kad::server

@@ -1,0 +1,59 @@
+// One connected client's objects: its own handle tables, so that no request
+// can name another session's buffer, module, kernel, queue or event.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "core/backend.h"
+#include "core/kernel.h"
+#include "core/module.h"
+
+namespace kad::server {
+
+struct SessionBuffer {
+  std::unique_ptr<Buffer> buffer;
+  Device* device = nullptr;
+};
+
+// A queue and the launches submitted to it and not yet known complete.
+struct SessionQueue {
+  std::unique_ptr<Queue> queue;
+  Device* device = nullptr;
+  size_t device_index = 0;
+  std::atomic<EventId> last_event{0};
+};
+
+class Session {
+ public:
+  Session(std::string id, std::string client_name, std::string peer)
+      : id_(std::move(id)), client_name_(std::move(client_name)), peer_(std::move(peer)) {}
+
+  const std::string& id() const { return id_; }
+  const std::string& client_name() const { return client_name_; }
+  const std::string& peer() const { return peer_; }
+
+  // Handles start at 1 and are never reused within a session.
+  uint64_t next_handle() { return next_handle_.fetch_add(1, std::memory_order_relaxed); }
+
+  absl::Mutex mu;
+  absl::flat_hash_map<uint64_t, SessionBuffer> buffers ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const Module>> modules ABSL_GUARDED_BY(mu);
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Kernel>> kernels ABSL_GUARDED_BY(mu);
+  // Shared: a wait runs outside the session lock and must keep its queue alive.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<SessionQueue>> queues ABSL_GUARDED_BY(mu);
+  uint64_t buffer_bytes ABSL_GUARDED_BY(mu) = 0;
+
+ private:
+  std::string id_;
+  std::string client_name_;
+  std::string peer_;
+  std::atomic<uint64_t> next_handle_{1};
+};
+
+}  // namespace kad::server
