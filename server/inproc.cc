@@ -6,12 +6,13 @@
 #include <memory>
 
 #include "backends/registry.h"
+#include "kad/inproc.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
 
-namespace kad::client {
+namespace kad::server {
+namespace {
 
-// Declared weak by the client library; defined here.
 std::shared_ptr<grpc::Channel> inproc_channel() {
   struct InProcess {
     InProcess() : engine(discover_devices(), server::EngineLimits{}), service(engine) {
@@ -30,4 +31,11 @@ std::shared_ptr<grpc::Channel> inproc_channel() {
   return in_process->grpc_server->InProcessChannel(args);
 }
 
-}  // namespace kad::client
+// Registers at start; the engine itself starts on the first inproc: connect.
+const bool registered = [] {
+  client::register_inproc(inproc_channel);
+  return true;
+}();
+
+}  // namespace
+}  // namespace kad::server

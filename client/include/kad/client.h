@@ -1,0 +1,223 @@
+// libkad_client: the thin C++ client of the kad device launch service.
+//
+//   auto client = kad::Client::connect("unix:/run/kad/kad.sock").value();
+//   auto queue = client->create_queue().value();
+//   auto x = client->allocate(n * sizeof(float)).value();
+//   queue->write(x, 0, std::as_bytes(std::span(host)));
+//   auto module = client->load_module(source).value();
+//   auto kernel = client->get_kernel(module, {.entry = "scale",
+//       .args = {kad::client::ArgSpec::buffer(), kad::client::ArgSpec::scalar(kad::client::ScalarType::kF32)}}).value();
+//   const kad::client::Arg args[] = {kad::client::Arg::buffer(x), kad::client::Arg::scalar(2.0f)};
+//   auto launched = queue->launch(kernel, kad::client::Dims{n}, nullptr, args).value();
+//   queue->wait(launched.event);
+//
+// URIs: unix:PATH, tcp://HOST:PORT, and inproc: (the engine in this process;
+// link kad::inproc). Errors are absl::Status values carrying the daemon's
+// message. Depends on gRPC and protobuf only.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <cstring>
+#include <initializer_list>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace kad {
+
+class Client;
+
+namespace client {
+
+inline constexpr int kMaxRank = 8;
+
+// Sizes per dimension, dimension 0 first (it varies fastest).
+struct Dims {
+  int rank = 0;
+  std::array<int64_t, kMaxRank> v{};
+  Dims() = default;
+  Dims(std::initializer_list<int64_t> values) {
+    for (int64_t x : values)
+      if (rank < kMaxRank) v[static_cast<size_t>(rank++)] = x;
+  }
+  int64_t operator[](int d) const { return v[static_cast<size_t>(d)]; }
+  bool operator==(const Dims&) const = default;
+};
+
+enum class ArgKind { kBuffer, kConstBuffer, kScalar, kLocal };
+enum class ScalarType { kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kF16, kF32, kF64 };
+
+struct ArgSpec {
+  ArgKind kind = ArgKind::kBuffer;
+  ScalarType scalar = ScalarType::kI32;  // for kScalar
+  static ArgSpec buffer() { return {ArgKind::kBuffer}; }
+  static ArgSpec const_buffer() { return {ArgKind::kConstBuffer}; }
+  static ArgSpec scalar_of(ScalarType t) { return {ArgKind::kScalar, t}; }
+  static ArgSpec local() { return {ArgKind::kLocal}; }
+};
+
+// What a kernel fixes at compile time, and its arguments' kinds.
+struct KernelSpec {
+  std::string entry;
+  std::optional<Dims> static_ndrange;
+  std::optional<Dims> static_offsets;  // with static_ndrange
+  std::optional<Dims> static_workgroup;
+  std::vector<ArgSpec> args;
+  std::string build_options;
+};
+
+struct Buffer {
+  uint64_t handle = 0;
+  uint64_t size = 0;
+};
+struct Module {
+  uint64_t handle = 0;
+  std::string digest;  // SHA-256 of the format and code
+};
+struct Kernel {
+  uint64_t handle = 0;
+};
+
+// One launch argument, by value.
+class Arg {
+ public:
+  static Arg buffer(const Buffer& b) { return Arg(Kind::kBuffer, b.handle, ScalarType::kI32); }
+  static Arg local(uint64_t bytes) { return Arg(Kind::kLocal, bytes, ScalarType::kI32); }
+  template <typename T> static Arg scalar(T value) {
+    uint64_t bits = 0;
+    std::memcpy(&bits, &value, sizeof(T));
+    return Arg(Kind::kScalar, bits, type_of<T>());
+  }
+  static Arg half_bits(uint16_t bits) { return Arg(Kind::kScalar, bits, ScalarType::kF16); }
+
+  enum class Kind { kBuffer, kScalar, kLocal };
+  Kind kind() const { return kind_; }
+  uint64_t value() const { return value_; }  // handle, scalar bits or local bytes
+  ScalarType scalar_type() const { return type_; }
+
+ private:
+  Arg(Kind k, uint64_t v, ScalarType t) : kind_(k), value_(v), type_(t) {}
+  template <typename T> static constexpr ScalarType type_of() {
+    if constexpr (std::is_same_v<T, int8_t>) return ScalarType::kI8;
+    else if constexpr (std::is_same_v<T, uint8_t>) return ScalarType::kU8;
+    else if constexpr (std::is_same_v<T, int16_t>) return ScalarType::kI16;
+    else if constexpr (std::is_same_v<T, uint16_t>) return ScalarType::kU16;
+    else if constexpr (std::is_same_v<T, int32_t>) return ScalarType::kI32;
+    else if constexpr (std::is_same_v<T, uint32_t>) return ScalarType::kU32;
+    else if constexpr (std::is_same_v<T, int64_t>) return ScalarType::kI64;
+    else if constexpr (std::is_same_v<T, uint64_t>) return ScalarType::kU64;
+    else if constexpr (std::is_same_v<T, float>) return ScalarType::kF32;
+    else if constexpr (std::is_same_v<T, double>) return ScalarType::kF64;
+    else static_assert(sizeof(T) == 0, "not a kernel scalar type");
+  }
+  Kind kind_;
+  uint64_t value_;
+  ScalarType type_;
+};
+
+struct DeviceInfo {
+  std::string id, backend, name, vendor, platform, driver_version;
+  bool is_cpu = false;
+  bool is_default = false;
+  uint64_t max_workgroup_size = 0;
+  std::array<uint64_t, 3> max_workgroup_dims{};
+  uint64_t compute_units = 0;
+  uint64_t global_memory_bytes = 0;
+  uint64_t max_allocation_bytes = 0;
+  uint64_t local_memory_bytes = 0;
+};
+
+struct LaunchInfo {
+  uint64_t event = 0;  // 0: complete at once (an empty ndrange)
+  bool linear = false;
+  int index_bits = 32;
+  int rank = 0;
+  Dims workgroup;      // as used (tuned or given)
+};
+
+struct ServiceStatus {
+  uint64_t sessions = 0, sessions_opened = 0;
+  uint64_t buffers = 0, modules = 0, kernels = 0, queues = 0;
+  uint64_t cache_entries = 0, cache_hits = 0, cache_compilations = 0;
+  uint64_t launches = 0;
+  bool draining = false;
+  struct Device {
+    std::string id;
+    uint64_t launches = 0, buffers = 0, buffer_bytes = 0, queues = 0;
+  };
+  std::vector<Device> devices;
+};
+
+class Connection;
+
+// An in-order queue on one device: launches, waits and copies travel over one
+// stream, in order.
+class Queue {
+ public:
+  ~Queue();
+  uint64_t handle() const { return handle_; }
+
+  // ndrange null: the kernel's static ndrange. workgroup null: static or tuned.
+  absl::StatusOr<LaunchInfo> launch(const Kernel& kernel, const Dims* ndrange,
+                                    const Dims* workgroup, std::span<const Arg> args,
+                                    const Dims* offsets = nullptr);
+  absl::StatusOr<LaunchInfo> launch(const Kernel& kernel, const Dims& ndrange,
+                                    const Dims* workgroup, std::span<const Arg> args) {
+    return launch(kernel, &ndrange, workgroup, args);
+  }
+  // Waits for `event` and everything submitted before it; 0 waits for all.
+  absl::Status wait(uint64_t event = 0);
+  // Copies, ordered after everything already submitted to this queue. Large
+  // transfers are streamed in chunks.
+  absl::Status write(const Buffer& buffer, uint64_t offset, std::span<const std::byte> data);
+  absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data);
+
+ private:
+  friend class ::kad::Client;
+  struct Stream;
+  Queue(std::shared_ptr<Connection> connection, uint64_t handle);
+  // Sends stream_->command, reads its reply into stream_->reply.
+  absl::Status roundtrip();
+  std::shared_ptr<Connection> connection_;
+  uint64_t handle_;
+  uint64_t next_tag_ = 1;
+  std::unique_ptr<Stream> stream_;
+};
+
+}  // namespace client
+
+class Client {
+ public:
+  // Connects and opens a session. `name` shows in the daemon's logs.
+  static absl::StatusOr<std::unique_ptr<Client>> connect(absl::string_view uri,
+                                                         absl::string_view name = "");
+  // Closes the session: the daemon reclaims everything it holds.
+  ~Client();
+
+  const std::string& session_id() const;
+
+  absl::StatusOr<std::vector<client::DeviceInfo>> devices();
+  absl::StatusOr<client::ServiceStatus> status();
+
+  // device "": the daemon's default device.
+  absl::StatusOr<client::Buffer> allocate(uint64_t bytes, absl::string_view device = "");
+  absl::Status free(const client::Buffer& buffer);
+  absl::StatusOr<client::Module> load_module(absl::string_view opencl_c_source);
+  absl::StatusOr<client::Kernel> get_kernel(const client::Module& module,
+                                            const client::KernelSpec& spec);
+  absl::StatusOr<std::unique_ptr<client::Queue>> create_queue(absl::string_view device = "");
+
+ private:
+  explicit Client(std::shared_ptr<client::Connection> connection);
+  std::shared_ptr<client::Connection> connection_;
+};
+
+}  // namespace kad
