@@ -1,0 +1,143 @@
+// The conformance kernels through a real kad process and the client library,
+// over a UNIX socket, loopback TCP, and in process.
+#include <cstdint>
+#include <vector>
+
+#include "core/dims.h"
+#include "tests/e2e/e2e.h"
+#include "tests/support/index_kernel.h"
+
+namespace kad {
+namespace {
+
+using client::Arg;
+using client::ArgSpec;
+using testing::bytes_of;
+
+kad::Dims to_core(const client::Dims& d) {
+  kad::Dims out;
+  out.rank = d.rank;
+  for (int i = 0; i < d.rank; ++i) out[i] = d[i];
+  return out;
+}
+
+class ClientConformance : public testing::DaemonSuite,
+                          public ::testing::WithParamInterface<const char*> {
+ protected:
+  void SetUp() override {
+    const std::string t = GetParam();
+    uri_ = t == "unix" ? daemon().unix_uri() : t == "tcp" ? daemon().tcp_uri() : "inproc:";
+    client_ = connect(uri_);
+    ASSERT_NE(client_, nullptr);
+    auto q = client_->create_queue();
+    ASSERT_TRUE(q.ok()) << q.status();
+    queue_ = *std::move(q);
+  }
+  std::string uri_;
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<client::Queue> queue_;
+};
+
+struct Shape {
+  client::Dims extents;
+  client::Dims offsets;  // rank 0: none
+  std::optional<client::Dims> workgroup;
+  bool static_ndrange;
+};
+
+TEST_P(ClientConformance, IndexQueriesMatchTheColumnMajorLayout) {
+  auto module = client_->load_module(testing::kIndexKernel);
+  ASSERT_TRUE(module.ok()) << module.status();
+  const std::vector<Shape> shapes = {
+      {{}, {}, std::nullopt, false},
+      {{37}, {}, client::Dims{4}, false},
+      {{5, 7}, {}, client::Dims{2, 3}, false},
+      {{3, 5, 7}, {}, client::Dims{4, 1, 2}, true},
+      {{2, 3, 4, 5}, {}, std::nullopt, false},
+      {{9, 5}, {0, -2}, std::nullopt, true},
+  };
+  for (const Shape& shape : shapes) {
+    client::KernelSpec spec{"indices", std::nullopt, std::nullopt, std::nullopt,
+                            {ArgSpec::buffer()}, ""};
+    if (shape.static_ndrange) {
+      spec.static_ndrange = shape.extents;
+      if (shape.offsets.rank) spec.static_offsets = shape.offsets;
+    }
+    auto kernel = client_->get_kernel(*module, spec);
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    const kad::NdRange range(to_core(shape.extents), shape.offsets.rank
+                                                         ? to_core(shape.offsets)
+                                                         : kad::Dims::filled(shape.extents.rank, 0));
+    int64_t n = 1;
+    ASSERT_TRUE(kad::checked_product(range.extents, &n));
+    std::vector<int64_t> host(static_cast<size_t>((n + 8) * testing::kFields), testing::kPoison);
+    auto out = client_->allocate(host.size() * sizeof(int64_t));
+    ASSERT_TRUE(out.ok()) << out.status();
+    ASSERT_TRUE(queue_->write(*out, 0, bytes_of(host)).ok());
+    const Arg args[] = {Arg::buffer(*out)};
+    auto launched = queue_->launch(*kernel, shape.static_ndrange ? nullptr : &shape.extents,
+                                   shape.workgroup ? &*shape.workgroup : nullptr, args,
+                                   shape.offsets.rank ? &shape.offsets : nullptr);
+    ASSERT_TRUE(launched.ok()) << launched.status();
+    ASSERT_TRUE(queue_->wait(launched->event).ok());
+    ASSERT_TRUE(queue_->read(*out, 0, bytes_of(host)).ok());
+    kad::Dims wg = to_core(launched->workgroup), groups = kad::Dims::filled(range.rank(), 0);
+    for (int d = 0; d < range.rank(); ++d) groups[d] = (range.extents[d] + wg[d] - 1) / wg[d];
+    for (int64_t i = 0; i < n; ++i) {
+      const std::vector<int64_t> want = testing::expected_record(i, range, wg, groups);
+      const std::vector<int64_t> have(host.begin() + i * testing::kFields,
+                                      host.begin() + (i + 1) * testing::kFields);
+      ASSERT_EQ(have, want) << "work-item " << i << " of " << to_string(range) << " over "
+                            << uri_;
+    }
+    for (size_t i = static_cast<size_t>(n * testing::kFields); i < host.size(); ++i)
+      ASSERT_EQ(host[i], testing::kPoison);
+    ASSERT_TRUE(client_->free(*out).ok());
+  }
+}
+
+TEST_P(ClientConformance, LargeTransfersStreamInChunks) {
+  const size_t n = (1 << 20) + 3;  // 4 MiB and a bit: several chunks each way
+  std::vector<float> x(n), y(n, -1.0f);
+  for (size_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);
+  auto b = client_->allocate(n * sizeof(float));
+  ASSERT_TRUE(b.ok()) << b.status();
+  ASSERT_TRUE(queue_->write(*b, 0, bytes_of(x)).ok());
+  auto module = client_->load_module(R"(
+kernel void saxpy(KAD_CONTEXT, global float* x, float a) {
+  if (kad_active()) x[kad_global_linear()] = a * x[kad_global_linear()] + 1.0f;
+})");
+  ASSERT_TRUE(module.ok());
+  auto kernel = client_->get_kernel(
+      *module, {"saxpy", std::nullopt, std::nullopt, std::nullopt,
+                {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kF32)}, ""});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const Arg args[] = {Arg::buffer(*b), Arg::scalar(2.0f)};
+  auto launched = queue_->launch(*kernel, client::Dims{static_cast<int64_t>(n)}, nullptr, args);
+  ASSERT_TRUE(launched.ok()) << launched.status();
+  ASSERT_TRUE(queue_->read(*b, 0, bytes_of(y)).ok());
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(y[i], 2.0f * static_cast<float>(i) + 1.0f) << i;
+}
+
+TEST_P(ClientConformance, ACompileErrorReturnsTheCompilerLog) {
+  auto module = client_->load_module("kernel void broken(KAD_CONTEXT, global int* x) {\n"
+                                     "  x[0] = not_declared;\n}\n");
+  ASSERT_TRUE(module.ok());
+  auto kernel = client_->get_kernel(*module, {"broken", std::nullopt, std::nullopt, std::nullopt,
+                                              {ArgSpec::buffer()}, ""});
+  ASSERT_TRUE(kernel.ok());
+  auto b = client_->allocate(64);
+  const Arg args[] = {Arg::buffer(*b)};
+  auto launched = queue_->launch(*kernel, client::Dims{4}, nullptr, args);
+  ASSERT_FALSE(launched.ok());
+  EXPECT_EQ(launched.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(launched.status().message().find("not_declared"), absl::string_view::npos)
+      << launched.status();
+  EXPECT_NE(launched.status().message().find("2:"), absl::string_view::npos) << "line number";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance, ::testing::Values("unix", "tcp", "inproc"),
+                         [](const auto& info) { return std::string(info.param); });
+
+}  // namespace
+}  // namespace kad

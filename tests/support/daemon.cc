@@ -1,0 +1,102 @@
+#include "tests/support/daemon.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+
+namespace kad::testing {
+
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path) {
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (!log_path.empty()) {
+      const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      dup2(fd, 1);
+      dup2(fd, 2);
+      close(fd);
+    }
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  return pid;
+}
+
+int wait_exit(pid_t pid) {
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid) return -1000;
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  return -WTERMSIG(status);
+}
+
+absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(std::vector<std::string> extra_args) {
+  std::unique_ptr<Daemon> d(new Daemon());
+  char dir[] = "/tmp/kad-test-XXXXXX";
+  if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
+  d->dir_ = dir;
+  const std::string ready = d->dir_ + "/ready";
+  std::vector<std::string> argv = {KAD_DAEMON_PATH,
+                                   "--listen", "unix:" + d->dir_ + "/kad.sock",
+                                   "--listen", "tcp://127.0.0.1:0",
+                                   "--ready-file", ready};
+  argv.insert(argv.end(), extra_args.begin(), extra_args.end());
+  d->pid_ = spawn(argv, d->dir_ + "/kad.log");
+  if (d->pid_ < 0) return absl::InternalError("fork failed");
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (!std::filesystem::exists(ready)) {
+    int status;
+    if (waitpid(d->pid_, &status, WNOHANG) == d->pid_) {
+      d->pid_ = -1;
+      return absl::InternalError("kad exited before serving:\n" + d->log());
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      return absl::DeadlineExceededError("kad did not start within 30 s:\n" + d->log());
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  std::ifstream in(ready);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind("unix:", 0) == 0) d->unix_uri_ = line;
+    if (line.rfind("tcp://", 0) == 0) d->tcp_uri_ = line;
+  }
+  return d;
+}
+
+std::string Daemon::log() const {
+  std::ifstream in(dir_ + "/kad.log");
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+int Daemon::stop(int signal) {
+  if (pid_ < 0) return -1000;
+  kill(pid_, signal);
+  const int code = wait_exit(pid_);
+  pid_ = -1;
+  return code;
+}
+
+Daemon::~Daemon() {
+  if (pid_ > 0) {
+    kill(pid_, SIGKILL);
+    wait_exit(pid_);
+  }
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
+}
+
+}  // namespace kad::testing

@@ -1,0 +1,40 @@
+// One way for tests to run a real kad daemon: a child process listening on a
+// fresh UNIX socket and a free loopback TCP port, stopped when the handle goes.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+
+namespace kad::testing {
+
+class Daemon {
+ public:
+  // Starts `kad` (KAD_DAEMON_PATH) with `extra_args` and waits until it serves.
+  static absl::StatusOr<std::unique_ptr<Daemon>> start(std::vector<std::string> extra_args = {});
+  ~Daemon();  // SIGKILL if still running
+
+  const std::string& unix_uri() const { return unix_uri_; }
+  const std::string& tcp_uri() const { return tcp_uri_; }
+  pid_t pid() const { return pid_; }
+  std::string log() const;  // what the daemon printed
+
+  // Sends `signal` and waits for the exit; returns the exit code (-1 if killed by a signal).
+  int stop(int signal);
+
+ private:
+  Daemon() = default;
+  pid_t pid_ = -1;
+  std::string dir_, unix_uri_, tcp_uri_;
+};
+
+// Runs `argv` as a child process; returns its pid (or -1).
+pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path = "");
+// Waits for `pid`; returns its exit code, or -signal if a signal ended it.
+int wait_exit(pid_t pid);
+
+}  // namespace kad::testing
