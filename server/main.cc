@@ -130,7 +130,9 @@ int serve(const Config& config) {
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   server->GetHealthCheckService()->SetServingStatus(false);
   engine.drain();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  // Queues are finished: give replies in flight a moment, then cancel the
+  // streams clients keep open.
+  server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();
   for (const auto& a : addresses)
     if (!a.tcp) unlink(a.uri.substr(5).c_str());
