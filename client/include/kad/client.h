@@ -66,12 +66,12 @@ struct ArgSpec {
 
 // What a kernel fixes at compile time, and its arguments' kinds.
 struct KernelSpec {
-  std::string entry;
-  std::optional<Dims> static_ndrange;
-  std::optional<Dims> static_offsets;  // with static_ndrange
-  std::optional<Dims> static_workgroup;
-  std::vector<ArgSpec> args;
-  std::string build_options;
+  std::string entry{};
+  std::optional<Dims> static_ndrange{};
+  std::optional<Dims> static_offsets{};  // with static_ndrange
+  std::optional<Dims> static_workgroup{};
+  std::vector<ArgSpec> args{};
+  std::string build_options{};
 };
 
 struct Buffer {

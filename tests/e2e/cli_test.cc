@@ -1,0 +1,161 @@
+// The daemon's and kactl's command lines, run as real processes: kactl's
+// three commands (tables and --json), its address resolution and errors,
+// kad's TOML configuration and its refusals, and grpc.health.v1.
+#include <grpcpp/grpcpp.h>
+#include <stdio.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+#include <fstream>
+
+#include "gmock/gmock.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "tests/e2e/e2e.h"
+
+namespace kad {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::MatchesRegex;
+
+struct ProcessRun {
+  int code;
+  std::string output;
+};
+
+// Runs a shell command; stdout and stderr together.
+ProcessRun run(const std::string& command) {
+  ProcessRun r{-1, {}};
+  FILE* pipe = popen((command + " 2>&1").c_str(), "r");
+  if (pipe == nullptr) return r;
+  char buffer[4096];
+  size_t n;
+  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
+  const int status = pclose(pipe);
+  r.code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return r;
+}
+
+class Cli : public testing::DaemonSuite {
+ protected:
+  std::string kactl(const std::string& args) {
+    return std::string(KACTL_PATH) + " --connect " + daemon().unix_uri() + " " + args;
+  }
+  static std::string write_file(const std::string& name, const std::string& text) {
+    const std::string path = "/tmp/kad-cli-" + std::to_string(getpid()) + "-" + name;
+    std::ofstream(path) << text;
+    return path;
+  }
+};
+
+TEST_F(Cli, KactlDevicesPrintsATableAndJson) {
+  ProcessRun table = run(kactl("devices"));
+  EXPECT_EQ(table.code, 0) << table.output;
+  EXPECT_THAT(table.output, HasSubstr("opencl:pocl:0"));
+  EXPECT_THAT(table.output, HasSubstr("(default)"));
+  ProcessRun json = run(kactl("--json devices"));
+  EXPECT_EQ(json.code, 0);
+  EXPECT_THAT(json.output, MatchesRegex(R"(\[\{"id":"opencl:pocl:0",.*"default":true.*\}\]\s*)"));
+}
+
+TEST_F(Cli, KactlRunRunsAKernelFileAndSummarisesItsBuffers) {
+  const std::string file = write_file("axpy.cl", R"(
+kernel void axpy(KAD_CONTEXT, global float* y, float a, const global float* restrict x) {
+  if (kad_active()) y[kad_global_linear()] += a * x[kad_global_linear()];
+})");
+  ProcessRun r = run(kactl("run " + file +
+                    " --entry axpy --ndrange 100 --arg buf:float:100=1 --arg float:2 "
+                    "--arg cbuf:float:100=i"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  // y = 1 + 2 i: sum over 100 elements = 100 + 2 * 4950.
+  EXPECT_THAT(r.output, HasSubstr("float[100]  sum 10000  [1 3 5 7 9 11 13 15 ...]"));
+  EXPECT_THAT(r.output, HasSubstr("N-d grid, 32-bit indices"));
+  ProcessRun json = run(kactl("--json run " + file +
+                       " --entry axpy --ndrange 4 --workgroup 2 --arg buf:float:4=1 --arg float:2 "
+                       "--arg cbuf:float:4=10*i"));
+  EXPECT_EQ(json.code, 0) << json.output;
+  EXPECT_THAT(json.output, HasSubstr(R"("workgroup":[2])"));
+  EXPECT_THAT(json.output, HasSubstr(R"("first":[1,21,41,61])"));
+}
+
+TEST_F(Cli, KactlStatusCountsSessionsAndLaunches) {
+  ProcessRun r = run(kactl("--json status"));
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, MatchesRegex(R"(\{"sessions":1,.*"devices":\[\{"id":"opencl:pocl:0".*)"));
+  ProcessRun table = run(kactl("status"));
+  EXPECT_THAT(table.output, HasSubstr("cache      "));
+}
+
+TEST_F(Cli, KactlFindsTheDaemonThroughKadAddress) {
+  ProcessRun r = run("KAD_ADDRESS=" + daemon().tcp_uri() + " " + KACTL_PATH + " devices");
+  EXPECT_EQ(r.code, 0) << r.output;
+  EXPECT_THAT(r.output, HasSubstr("opencl:pocl:0"));
+}
+
+TEST_F(Cli, KactlReportsErrorsClearly) {
+  const std::string file = write_file("bad.cl", "kernel void k(KAD_CONTEXT, global int* x) { x[0] = nope; }");
+  ProcessRun compile = run(kactl("run " + file + " --entry k --ndrange 4 --arg buf:int:4"));
+  EXPECT_EQ(compile.code, 1);
+  EXPECT_THAT(compile.output, HasSubstr("nope"));
+  ProcessRun arg = run(kactl("run " + file + " --entry k --ndrange 4 --arg buf:quaternion:4"));
+  EXPECT_EQ(arg.code, 1);
+  EXPECT_THAT(arg.output, HasSubstr("unknown element type"));
+  ProcessRun init = run(kactl("run " + file + " --entry k --ndrange 4 --arg buf:int:4=i*i"));
+  EXPECT_THAT(init.output, HasSubstr("is not of the form a*i+b"));
+  ProcessRun nowhere = run(std::string(KACTL_PATH) + " --connect unix:/tmp/kad-nowhere.sock devices");
+  EXPECT_EQ(nowhere.code, 1);
+  EXPECT_THAT(nowhere.output, HasSubstr("cannot open a session with kad at unix:/tmp/kad-nowhere.sock"));
+}
+
+TEST_F(Cli, TheDaemonServesGrpcHealth) {
+  auto channel = grpc::CreateChannel(daemon().unix_uri(), grpc::InsecureChannelCredentials());
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext context;
+  grpc::health::v1::HealthCheckResponse response;
+  ASSERT_TRUE(stub->Check(&context, {}, &response).ok());
+  EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
+}
+
+TEST(DaemonConfig, ATomlFileSetsWhereKadListens) {
+  const std::string dir = "/tmp/kad-config-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/from-toml.sock\"]\n"
+                                   << "max_sessions = 4\n";
+  const pid_t pid = testing::spawn({KAD_DAEMON_PATH, "--config", dir + "/kad.toml",
+                                    "--ready-file", dir + "/ready"});
+  for (int i = 0; i < 300 && !std::filesystem::exists(dir + "/ready"); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::ifstream ready(dir + "/ready");
+  std::string line;
+  std::getline(ready, line);
+  EXPECT_EQ(line, "unix:" + dir + "/from-toml.sock");
+  auto c = Client::connect(line);
+  EXPECT_TRUE(c.ok()) << c.status();
+  c->reset();
+  kill(pid, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(pid), 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(DaemonConfig, BadConfigurationIsRefusedWithAReason) {
+  const std::string bad = "/tmp/kad-bad-" + std::to_string(getpid()) + ".toml";
+  std::ofstream(bad) << "listen = [\"unix:/tmp/x.sock\"\n";
+  ProcessRun toml = run(std::string(KAD_DAEMON_PATH) + " --config " + bad);
+  EXPECT_EQ(toml.code, 2);
+  EXPECT_THAT(toml.output, HasSubstr(bad));
+  std::filesystem::remove(bad);
+  ProcessRun scheme = run(std::string(KAD_DAEMON_PATH) + " --listen http://0.0.0.0:80");
+  EXPECT_EQ(scheme.code, 2);
+  EXPECT_THAT(scheme.output, HasSubstr("neither unix:PATH nor tcp://HOST:PORT"));
+  ProcessRun open = run(std::string(KAD_DAEMON_PATH) + " --listen tcp://0.0.0.0:0");
+  EXPECT_EQ(open.code, 2);
+  EXPECT_THAT(open.output, HasSubstr("refusing plaintext TCP on tcp://0.0.0.0:0"));
+}
+
+}  // namespace
+}  // namespace kad
