@@ -1,6 +1,7 @@
 // A client process for end-to-end tests:
 //   kad_test_client URI launches N SEED   N verified launches; exit 0 when all correct
 //   kad_test_client URI hold READY_FILE   holds buffers and launches until killed
+//   kad_test_client URI pipeline N        N launches, one wait at the end, verified once
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -59,6 +60,22 @@ int main(int argc, char** argv) {
         announced = true;
       }
     }
+  }
+
+  if (mode == "pipeline") {
+    const int32_t count = std::atoi(argv[3]);
+    for (int32_t k = 0; k < count; ++k) {
+      const Arg args[] = {Arg::buffer(*out), Arg::scalar<int32_t>(5), Arg::scalar(k)};
+      auto l = (*queue)->launch(*kernel, kad::client::Dims{n}, nullptr, args);
+      if (!l.ok()) return fail("launch", l.status());
+    }
+    if (auto s = (*queue)->wait(); !s.ok()) return fail("wait", s);
+    std::vector<int32_t> host(n);
+    if (auto s = (*queue)->read(*out, 0, std::as_writable_bytes(std::span(host))); !s.ok())
+      return fail("read", s);
+    for (int64_t i = 0; i < n; ++i)
+      if (host[i] != static_cast<int32_t>(i) * 5 + count - 1) return 1;
+    return 0;
   }
 
   const int launches = std::atoi(argv[3]);

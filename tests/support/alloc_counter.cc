@@ -20,6 +20,7 @@ namespace {
 
 std::atomic<uint64_t> g_total_allocs{0};
 std::atomic<uint64_t> g_total_bytes{0};
+std::atomic<uint64_t> g_driver_allocs{0};
 thread_local uint64_t t_kad_allocs = 0;
 thread_local uint64_t t_kad_bytes = 0;
 thread_local uint64_t t_driver_allocs = 0;
@@ -29,6 +30,7 @@ void record(size_t bytes) {
   g_total_allocs.fetch_add(1, std::memory_order_relaxed);
   g_total_bytes.fetch_add(bytes, std::memory_order_relaxed);
   if (kad::in_driver_call()) {
+    g_driver_allocs.fetch_add(1, std::memory_order_relaxed);
     ++t_driver_allocs;
     t_driver_bytes += bytes;
   } else {
@@ -45,6 +47,7 @@ AllocCounts now() {
   c.driver_bytes = t_driver_bytes;
   c.total_allocs = g_total_allocs.load(std::memory_order_relaxed);
   c.total_bytes = g_total_bytes.load(std::memory_order_relaxed);
+  c.all_driver_allocs = g_driver_allocs.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -60,6 +63,7 @@ AllocCounts AllocCounter::counts() const {
   c.driver_bytes -= start_.driver_bytes;
   c.total_allocs -= start_.total_allocs;
   c.total_bytes -= start_.total_bytes;
+  c.all_driver_allocs -= start_.all_driver_allocs;
   return c;
 }
 

@@ -17,6 +17,7 @@ struct AllocCounts {
   uint64_t driver_bytes = 0;
   uint64_t total_allocs = 0;    // every thread
   uint64_t total_bytes = 0;
+  uint64_t all_driver_allocs = 0;  // every thread, inside driver calls
 };
 
 // Counts from construction until counts() is called.
