@@ -1,5 +1,6 @@
 #include "server/engine.h"
 
+#include <algorithm>
 #include <array>
 
 #include "absl/random/random.h"
@@ -279,7 +280,15 @@ absl::Status Engine::wait(Session& s, uint64_t queue, EventId event) {
     if (!found.ok()) return found.status();
     q = *std::move(found);
   }
-  return q->queue->wait(event == 0 ? q->last_event.load() : event);
+  const EventId target = event == 0 ? q->last_event.load() : event;
+  absl::Status waited = q->queue->wait(target);
+  if (waited.ok()) {
+    // Events of a queue are consecutive launches: everything up to `target` is done.
+    EventId seen = q->last_waited.load();
+    while (target > seen && !q->last_waited.compare_exchange_weak(seen, target)) {
+    }
+  }
+  return waited;
 }
 
 EngineCounters Engine::counters() const {
@@ -310,7 +319,10 @@ EngineCounters Engine::counters() const {
         d.buffer_bytes += b.buffer->size();
       }
     }
-    for (const auto& [h, q] : s->queues) ++c.devices[q->device_index].queues;
+    for (const auto& [h, q] : s->queues) {
+      ++c.devices[q->device_index].queues;
+      c.queue_depth += q->last_event.load() - std::min(q->last_waited.load(), q->last_event.load());
+    }
   }
   return c;
 }

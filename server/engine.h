@@ -29,6 +29,7 @@ struct EngineCounters {
   uint64_t sessions = 0, sessions_opened = 0;
   uint64_t buffers = 0, modules = 0, kernels = 0, queues = 0;
   uint64_t launches = 0;
+  uint64_t queue_depth = 0;  // launches submitted and not yet waited for, all queues
   KernelCache::Stats cache;
   struct PerDevice {
     std::string id;

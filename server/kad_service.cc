@@ -88,6 +88,7 @@ grpc::Status KadService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequ
   r->set_cache_hits(c.cache.hits);
   r->set_cache_compilations(c.cache.compilations);
   r->set_launches(c.launches);
+  r->set_queue_depth(c.queue_depth);
   r->set_draining(c.draining);
   for (const auto& d : c.devices) {
     v1::DeviceCounters* w = r->add_devices();

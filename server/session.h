@@ -26,7 +26,8 @@ struct SessionQueue {
   std::unique_ptr<Queue> queue;
   Device* device = nullptr;
   size_t device_index = 0;
-  std::atomic<EventId> last_event{0};
+  std::atomic<EventId> last_event{0};   // the newest launch's event
+  std::atomic<EventId> last_waited{0};  // the newest event a wait returned for
 };
 
 class Session {

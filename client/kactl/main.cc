@@ -96,10 +96,10 @@ int cmd_status(kad::Client& client, bool json) {
     absl::PrintF(
         R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
         R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
-        R"("launches":%d,"draining":%s,"devices":[%s]})"
+        R"("launches":%d,"queue_depth":%d,"draining":%s,"devices":[%s]})"
         "\n",
         s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
-        s->cache_entries, s->cache_hits, s->cache_compilations, s->launches,
+        s->cache_entries, s->cache_hits, s->cache_compilations, s->launches, s->queue_depth,
         s->draining ? "true" : "false", absl::StrJoin(devices, ","));
     return 0;
   }
@@ -115,8 +115,9 @@ int cmd_status(kad::Client& client, bool json) {
               static_cast<unsigned long long>(s->cache_entries),
               static_cast<unsigned long long>(s->cache_hits),
               static_cast<unsigned long long>(s->cache_compilations));
-  absl::PrintF("launches   %llu%s\n", static_cast<unsigned long long>(s->launches),
-              s->draining ? " (draining)" : "");
+  absl::PrintF("launches   %llu, %llu not yet waited for%s\n",
+               static_cast<unsigned long long>(s->launches),
+               static_cast<unsigned long long>(s->queue_depth), s->draining ? " (draining)" : "");
   absl::PrintF("%-18s %-10s %-8s %-12s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES", "QUEUES");
   for (const auto& d : s->devices) {
     absl::PrintF("%-18s %-10llu %-8llu %-12llu %llu\n", d.id.c_str(),

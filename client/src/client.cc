@@ -320,6 +320,7 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.cache_hits = r.cache_hits();
   out.cache_compilations = r.cache_compilations();
   out.launches = r.launches();
+  out.queue_depth = r.queue_depth();
   out.draining = r.draining();
   for (const auto& d : r.devices())
     out.devices.push_back({d.device_id(), d.launches(), d.buffers(), d.buffer_bytes(), d.queues()});

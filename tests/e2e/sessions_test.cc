@@ -98,6 +98,19 @@ TEST_F(Sessions, AKilledClientsResourcesAreReclaimed) {
     EXPECT_EQ(after.devices[d].buffer_bytes, before.devices[d].buffer_bytes);
 }
 
+TEST_F(Sessions, StatusCountsLaunchesNotYetWaitedFor) {
+  auto c = connect(daemon().unix_uri(), "depth");
+  auto queue = c->create_queue();
+  auto module = c->load_module("kernel void nop(KAD_CONTEXT) {}");
+  auto kernel = c->get_kernel(*module, {"nop", {}, {}, {}, {}, ""});
+  ASSERT_TRUE(queue.ok() && kernel.ok()) << kernel.status();
+  const uint64_t before = status().queue_depth;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*queue)->launch(*kernel, client::Dims{4}, nullptr, {}).ok());
+  EXPECT_EQ(status().queue_depth, before + 3);
+  ASSERT_TRUE((*queue)->wait().ok());
+  EXPECT_EQ(status().queue_depth, before);
+}
+
 TEST(Drain, SigtermLetsInFlightLaunchesFinishRefusesNewOnesAndExitsZero) {
   auto daemon = testing::Daemon::start();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
