@@ -1,6 +1,7 @@
 #include "server/kad_service.h"
 
 #include <array>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_format.h"
@@ -297,15 +298,74 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
   if (!status.ok()) reply->set_message(std::string(status.message()));
 }
 
+namespace {
+
+// Replies of one Submit stream, written by their own thread so that reading
+// commands never waits for the client to read answers: a client may pipeline
+// (submit without reading) over any transport, the in-process one included,
+// whose writes complete only when the other side reads. Slots are reused
+// messages: no allocation per reply once warm.
+class ReplyRing {
+ public:
+  static constexpr size_t kSlots = 1024;  // more than any client leaves unread
+
+  // The slot for the next reply; blocks while the ring is full.
+  v1::QueueReply* next_slot() {
+    absl::MutexLock lock(&mu_);
+    mu_.Await(absl::Condition(this, &ReplyRing::has_room));
+    return &slots_[tail_ % kSlots];
+  }
+  void publish() {
+    absl::MutexLock lock(&mu_);
+    ++tail_;
+  }
+  void close() {
+    absl::MutexLock lock(&mu_);
+    closed_ = true;
+  }
+  // Runs on the writer thread until close() and every reply is written.
+  void drain_to(grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
+    for (;;) {
+      v1::QueueReply* reply;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(this, &ReplyRing::has_work_or_closed));
+        if (head_ == tail_) return;  // closed and drained
+        reply = &slots_[head_ % kSlots];
+      }
+      const bool written = broken_ ? false : stream->Write(*reply);
+      absl::MutexLock lock(&mu_);
+      if (!written) broken_ = true;  // the client left: discard the rest
+      ++head_;
+    }
+  }
+
+ private:
+  bool has_room() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return tail_ - head_ < kSlots; }
+  bool has_work_or_closed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return head_ != tail_ || closed_;
+  }
+  absl::Mutex mu_;
+  std::array<v1::QueueReply, kSlots> slots_;
+  uint64_t head_ ABSL_GUARDED_BY(mu_) = 0;  // next to write
+  uint64_t tail_ ABSL_GUARDED_BY(mu_) = 0;  // next to fill
+  bool closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ = false;  // writer thread only
+};
+
+}  // namespace
+
 grpc::Status KadService::Submit(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
+  auto ring = std::make_unique<ReplyRing>();
+  std::thread writer([&] { ring->drain_to(stream); });
   v1::QueueCommand command;
-  v1::QueueReply reply;
   uint64_t queue = 0;
   while (stream->Read(&command)) {
+    v1::QueueReply& reply = *ring->next_slot();
     reply.Clear();
     reply.set_tag(command.tag());
     if (queue == 0) queue = command.queue();
@@ -316,8 +376,10 @@ grpc::Status KadService::Submit(
     } else {
       run_command(**s, queue, command, &reply);
     }
-    if (!stream->Write(reply)) break;
+    ring->publish();
   }
+  ring->close();
+  writer.join();
   return grpc::Status::OK;
 }
 

@@ -74,6 +74,8 @@ Queue::Queue(std::shared_ptr<Connection> connection, uint64_t handle)
 }
 
 Queue::~Queue() {
+  while (pending_ > 0 && read_pending().ok()) {
+  }
   if (stream_ && stream_->rw) {
     stream_->rw->WritesDone();
     stream_->rw->Finish().ok();
@@ -85,7 +87,14 @@ absl::Status Queue::roundtrip() {
   v1::QueueReply& reply = stream_->reply;
   command.set_queue(handle_);
   command.set_tag(next_tag_++);
-  if (!stream_->rw->Write(command) || !stream_->rw->Read(&reply)) {
+  if (!stream_->rw->Write(command)) {
+    absl::Status s = from_grpc(stream_->rw->Finish());
+    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
+  }
+  while (pending_ > 0) {  // answers to submitted launches come first, in order
+    if (absl::Status s = read_pending(); !s.ok()) return s;
+  }
+  if (!stream_->rw->Read(&reply)) {
     absl::Status s = from_grpc(stream_->rw->Finish());
     return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
   }
@@ -99,9 +108,8 @@ absl::Status Queue::roundtrip() {
   return absl::OkStatus();
 }
 
-absl::StatusOr<LaunchInfo> Queue::launch(const Kernel& kernel, const Dims* ndrange,
-                                         const Dims* workgroup, std::span<const Arg> args,
-                                         const Dims* offsets) {
+void Queue::encode_launch(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                          std::span<const Arg> args, const Dims* offsets) {
   v1::QueueCommand& command = stream_->command;
   command.Clear();
   v1::Launch* l = command.mutable_launch();
@@ -122,6 +130,44 @@ absl::StatusOr<LaunchInfo> Queue::launch(const Kernel& kernel, const Dims* ndran
         break;
     }
   }
+}
+
+absl::Status Queue::read_pending() {
+  v1::QueueReply& reply = stream_->reply;
+  if (!stream_->rw->Read(&reply)) {
+    pending_ = 0;
+    absl::Status s = from_grpc(stream_->rw->Finish());
+    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
+  }
+  --pending_;
+  if (reply.code() != 0 && deferred_.ok()) {
+    deferred_ = absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                             absl::StrCat("a submitted launch failed: ", reply.message()));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Queue::submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                           std::span<const Arg> args, const Dims* offsets) {
+  if (pending_ >= kMaxInFlight) {
+    if (absl::Status s = read_pending(); !s.ok()) return s;
+  }
+  encode_launch(kernel, ndrange, workgroup, args, offsets);
+  v1::QueueCommand& command = stream_->command;
+  command.set_queue(handle_);
+  command.set_tag(next_tag_++);
+  if (!stream_->rw->Write(command)) {
+    absl::Status s = from_grpc(stream_->rw->Finish());
+    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
+  }
+  ++pending_;
+  return absl::OkStatus();
+}
+
+absl::StatusOr<LaunchInfo> Queue::launch(const Kernel& kernel, const Dims* ndrange,
+                                         const Dims* workgroup, std::span<const Arg> args,
+                                         const Dims* offsets) {
+  encode_launch(kernel, ndrange, workgroup, args, offsets);
   if (absl::Status s = roundtrip(); !s.ok()) return s;
   const v1::QueueReply& r = stream_->reply;
   LaunchInfo info;
@@ -138,7 +184,13 @@ absl::Status Queue::wait(uint64_t event) {
   v1::QueueCommand& command = stream_->command;
   command.Clear();
   command.mutable_wait()->set_event(event);
-  return roundtrip();
+  absl::Status s = roundtrip();
+  if (!deferred_.ok()) {
+    absl::Status first = deferred_;
+    deferred_ = absl::OkStatus();
+    return first;
+  }
+  return s;
 }
 
 absl::Status Queue::write(const Buffer& buffer, uint64_t offset, std::span<const std::byte> data) {

@@ -136,6 +136,38 @@ TEST_P(ClientConformance, ACompileErrorReturnsTheCompilerLog) {
   EXPECT_NE(launched.status().message().find("2:"), absl::string_view::npos) << "line number";
 }
 
+TEST_P(ClientConformance, SubmittedLaunchesPipelineAndTheirErrorsSurfaceAtWait) {
+  auto module = client_->load_module(R"(
+kernel void bump(KAD_CONTEXT, global int* x, int k) {
+  if (kad_active()) x[kad_global_linear()] += k;
+})");
+  auto kernel = client_->get_kernel(
+      *module, {"bump", std::nullopt, std::nullopt, std::nullopt,
+                {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}, ""});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  std::vector<int32_t> x(64, 0);
+  auto b = client_->allocate(x.size() * sizeof(int32_t));
+  ASSERT_TRUE(queue_->write(*b, 0, bytes_of(x)).ok());
+  // The daemon refuses a launch without an ndrange; submit does not wait to hear it.
+  const Arg bad[] = {Arg::buffer(*b), Arg::scalar<int32_t>(1)};
+  ASSERT_TRUE(queue_->submit(*kernel, nullptr, nullptr, bad).ok());
+  const absl::Status waited = queue_->wait();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(waited.message().find("its ndrange is dynamic"), absl::string_view::npos) << waited;
+  ASSERT_TRUE(queue_->wait().ok()) << "the error is reported once";
+
+  // More than kMaxInFlight, so that back-pressure is exercised.
+  const int n = client::Queue::kMaxInFlight + 300;
+  for (int k = 1; k <= n; ++k) {
+    const client::Dims range{64};
+    const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(k)};
+    ASSERT_TRUE(queue_->submit(*kernel, &range, nullptr, args).ok());
+  }
+  ASSERT_TRUE(queue_->wait().ok());
+  ASSERT_TRUE(queue_->read(*b, 0, bytes_of(x)).ok());
+  EXPECT_EQ(x, std::vector<int32_t>(64, n * (n + 1) / 2));
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance, ::testing::Values("unix", "tcp", "inproc"),
                          [](const auto& info) { return std::string(info.param); });
 

@@ -174,7 +174,16 @@ class Queue {
                                     const Dims* workgroup, std::span<const Arg> args) {
     return launch(kernel, &ndrange, workgroup, args);
   }
+  // Pipelined: sends the launch without waiting for the daemon's answer, so
+  // that submission overlaps with the daemon's work. An error of a submitted
+  // launch is returned by the next wait(). At most kMaxInFlight answers are
+  // left unread; past that, submit reads one first (back-pressure).
+  absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                      std::span<const Arg> args, const Dims* offsets = nullptr);
+  static constexpr int kMaxInFlight = 256;
+
   // Waits for `event` and everything submitted before it; 0 waits for all.
+  // Also reports the first error of a submitted launch since the last wait.
   absl::Status wait(uint64_t event = 0);
   // Copies, ordered after everything already submitted to this queue. Large
   // transfers are streamed in chunks.
@@ -185,8 +194,15 @@ class Queue {
   friend class ::kad::Client;
   struct Stream;
   Queue(std::shared_ptr<Connection> connection, uint64_t handle);
-  // Sends stream_->command, reads its reply into stream_->reply.
+  // Sends stream_->command, reads its reply into stream_->reply (after the
+  // replies of submitted launches still unread).
   absl::Status roundtrip();
+  void encode_launch(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                     std::span<const Arg> args, const Dims* offsets);
+  // Reads one pending reply of a submitted launch; keeps the first error.
+  absl::Status read_pending();
+  int pending_ = 0;
+  absl::Status deferred_;
   std::shared_ptr<Connection> connection_;
   uint64_t handle_;
   uint64_t next_tag_ = 1;
