@@ -17,4 +17,9 @@ class DriverScope {
 
 inline bool in_driver_call() { return t_driver_call_depth > 0; }
 
+// Set on threads that kad's daemon starts to serve requests (a shared-memory
+// channel's thread), so that allocation counters can attribute their
+// allocations to kad; the driver's own threads never set it.
+inline thread_local bool t_kad_service_thread = false;
+
 }  // namespace kad

@@ -66,6 +66,10 @@ ParseOutcome parse_config(int argc, char** argv) {
                "allow plaintext TCP on addresses other than loopback");
   app.add_option("--ready-file", c.ready_file, "write the bound URIs here once serving");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error");
+  bool no_shm = false;
+  app.add_flag("--no-shared-memory", no_shm, "serve local clients over gRPC only");
+  app.add_option("--shm-stall-timeout-ms", c.shm_stall_timeout_ms,
+                 "end a shared-memory channel whose client reads no completion this long");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -106,6 +110,7 @@ ParseOutcome parse_config(int argc, char** argv) {
       return out;
     }
   }
+  if (no_shm) c.shared_memory = false;
   if (!listen.empty()) c.listen = listen;
   if (c.listen.empty()) c.listen.push_back("unix:" + default_socket_path());
   return out;

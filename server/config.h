@@ -19,6 +19,8 @@ struct Config {
   bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
   std::string ready_file;           // written with the bound URIs once serving
   std::string log_level = "info";
+  bool shared_memory = true;            // offer shared-memory channels on UNIX sockets
+  int64_t shm_stall_timeout_ms = 10000; // end a channel whose client reads no completion
 };
 
 // The documented default: /run/kad/kad.sock as root, else

@@ -231,6 +231,11 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   return handle;
 }
 
+absl::Status Engine::check_queue(Session& s, uint64_t queue) {
+  absl::MutexLock lock(&s.mu);
+  return find_queue(s, queue).status();
+}
+
 absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& request) {
   if (draining()) return absl::UnavailableError("kad is shutting down: launch refused");
   if (request.args.size() > kMaxKernelArgs) {

@@ -77,6 +77,8 @@ class Engine {
   absl::StatusOr<LoadedModule> load_module(Session& s, ModuleFormat format, std::string code);
   absl::StatusOr<uint64_t> get_kernel(Session& s, uint64_t module, KernelSignature signature);
   absl::StatusOr<uint64_t> create_queue(Session& s, absl::string_view device_id);
+  // NOT_FOUND unless the session has this queue.
+  absl::Status check_queue(Session& s, uint64_t queue);
 
   // The warm path: resolves handles in fixed-size storage, launches, and
   // allocates nothing itself.

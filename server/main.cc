@@ -20,6 +20,7 @@
 #include "server/config.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
+#include "server/shm_listener.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -122,6 +123,19 @@ int serve(const Config& config) {
     bound.push_back(uri);
     spdlog::info("listening on {}", uri);
   }
+  // Local clients get shared-memory channels on `<socket>.shm`.
+  std::vector<std::unique_ptr<kad::server::ShmListener>> shm;
+  for (const auto& a : addresses) {
+    if (a.tcp || !config.shared_memory) continue;
+    auto l = kad::server::ShmListener::start(engine, a.uri.substr(5) + ".shm",
+                                             {config.shm_stall_timeout_ms});
+    if (!l.ok()) {
+      spdlog::warn("no shared memory for {}: {}", a.uri, std::string(l.status().message()));
+      continue;
+    }
+    spdlog::info("shared memory for {} on {}", a.uri, (*l)->path());
+    shm.push_back(*std::move(l));
+  }
   if (!config.ready_file.empty()) write_ready_file(config.ready_file, bound);
 
   int signal = 0;
@@ -134,6 +148,7 @@ int serve(const Config& config) {
   // streams clients keep open.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));
   server->Wait();
+  shm.clear();
   for (const auto& a : addresses)
     if (!a.tcp) unlink(a.uri.substr(5).c_str());
   spdlog::info("stopped");

@@ -1,5 +1,7 @@
 #include "kad/client.h"
 
+#include "client/src/connection.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
@@ -15,16 +17,19 @@ namespace kad {
 namespace client {
 namespace {
 
-constexpr uint64_t kChunk = 1 << 20;  // the daemon's largest copy or chunk
 constexpr int kMaxMessage = (4 << 20) + (64 << 10);
+
+}  // namespace
 
 absl::Status from_grpc(const grpc::Status& s) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+namespace {
 absl::Mutex g_inproc_mu(absl::kConstInit);
 InprocChannelFactory* g_inproc ABSL_GUARDED_BY(g_inproc_mu) = nullptr;
+}  // namespace
 
 v1::ScalarType to_wire(ScalarType t) {
   return static_cast<v1::ScalarType>(static_cast<int>(t) + 1);  // same order, from 1
@@ -34,237 +39,37 @@ void to_wire(const Dims& d, google::protobuf::RepeatedField<int64_t>* out) {
   for (int i = 0; i < d.rank; ++i) out->Add(d[i]);
 }
 
-}  // namespace
-
 void register_inproc(InprocChannelFactory factory) {
   absl::MutexLock lock(&g_inproc_mu);
   delete g_inproc;
   g_inproc = new InprocChannelFactory(std::move(factory));
 }
 
-// The channel, the stub and the session, shared by the client and its queues.
-class Connection {
- public:
-  std::shared_ptr<grpc::Channel> channel;
-  std::unique_ptr<v1::Kad::Stub> stub;
-  std::string session_id;
-  grpc::ClientContext session_context;  // the open OpenSession stream
-  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream;
+Queue::Queue(uint64_t handle, std::unique_ptr<Transport> transport)
+    : handle_(handle), transport_(std::move(transport)) {}
+Queue::~Queue() = default;
 
-  void attach(grpc::ClientContext& context) const {
-    context.AddMetadata("kad-session", session_id);
-  }
-  ~Connection() {
-    session_context.TryCancel();
-    if (session_stream) session_stream->Finish().ok();
-  }
-};
-
-struct Queue::Stream {
-  grpc::ClientContext context;
-  std::unique_ptr<grpc::ClientReaderWriter<v1::QueueCommand, v1::QueueReply>> rw;
-  v1::QueueCommand command;  // reused: no allocation per launch once warm
-  v1::QueueReply reply;
-};
-
-Queue::Queue(std::shared_ptr<Connection> connection, uint64_t handle)
-    : connection_(std::move(connection)), handle_(handle), stream_(new Stream) {
-  connection_->attach(stream_->context);
-  stream_->rw = connection_->stub->Submit(&stream_->context);
-}
-
-Queue::~Queue() {
-  while (pending_ > 0 && read_pending().ok()) {
-  }
-  if (stream_ && stream_->rw) {
-    stream_->rw->WritesDone();
-    stream_->rw->Finish().ok();
-  }
-}
-
-absl::Status Queue::roundtrip() {
-  v1::QueueCommand& command = stream_->command;
-  v1::QueueReply& reply = stream_->reply;
-  command.set_queue(handle_);
-  command.set_tag(next_tag_++);
-  if (!stream_->rw->Write(command)) {
-    absl::Status s = from_grpc(stream_->rw->Finish());
-    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
-  }
-  while (pending_ > 0) {  // answers to submitted launches come first, in order
-    if (absl::Status s = read_pending(); !s.ok()) return s;
-  }
-  if (!stream_->rw->Read(&reply)) {
-    absl::Status s = from_grpc(stream_->rw->Finish());
-    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
-  }
-  if (reply.tag() != command.tag()) {
-    return absl::InternalError(absl::StrFormat("kad answered command %d with the reply to %d",
-                                               command.tag(), reply.tag()));
-  }
-  if (reply.code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message());
-  }
-  return absl::OkStatus();
-}
-
-void Queue::encode_launch(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
-                          std::span<const Arg> args, const Dims* offsets) {
-  v1::QueueCommand& command = stream_->command;
-  command.Clear();
-  v1::Launch* l = command.mutable_launch();
-  l->set_kernel(kernel.handle);
-  if (ndrange) {
-    to_wire(*ndrange, l->mutable_ndrange()->mutable_extents());
-    if (offsets) to_wire(*offsets, l->mutable_ndrange()->mutable_offsets());
-  }
-  if (workgroup) to_wire(*workgroup, l->mutable_workgroup()->mutable_sizes());
-  for (const Arg& a : args) {
-    v1::KernelArg* w = l->add_args();
-    switch (a.kind()) {
-      case Arg::Kind::kBuffer: w->set_buffer(a.value()); break;
-      case Arg::Kind::kLocal: w->set_local_bytes(a.value()); break;
-      case Arg::Kind::kScalar:
-        w->set_scalar_bits(a.value());
-        w->set_scalar(to_wire(a.scalar_type()));
-        break;
-    }
-  }
-}
-
-absl::Status Queue::read_pending() {
-  v1::QueueReply& reply = stream_->reply;
-  if (!stream_->rw->Read(&reply)) {
-    pending_ = 0;
-    absl::Status s = from_grpc(stream_->rw->Finish());
-    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
-  }
-  --pending_;
-  if (reply.code() != 0 && deferred_.ok()) {
-    deferred_ = absl::Status(static_cast<absl::StatusCode>(reply.code()),
-                             absl::StrCat("a submitted launch failed: ", reply.message()));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status Queue::submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
-                           std::span<const Arg> args, const Dims* offsets) {
-  if (pending_ >= kMaxInFlight) {
-    if (absl::Status s = read_pending(); !s.ok()) return s;
-  }
-  encode_launch(kernel, ndrange, workgroup, args, offsets);
-  v1::QueueCommand& command = stream_->command;
-  command.set_queue(handle_);
-  command.set_tag(next_tag_++);
-  if (!stream_->rw->Write(command)) {
-    absl::Status s = from_grpc(stream_->rw->Finish());
-    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
-  }
-  ++pending_;
-  return absl::OkStatus();
-}
+bool Queue::shared_memory() const { return transport_->shared_memory(); }
 
 absl::StatusOr<LaunchInfo> Queue::launch(const Kernel& kernel, const Dims* ndrange,
                                          const Dims* workgroup, std::span<const Arg> args,
                                          const Dims* offsets) {
-  encode_launch(kernel, ndrange, workgroup, args, offsets);
-  if (absl::Status s = roundtrip(); !s.ok()) return s;
-  const v1::QueueReply& r = stream_->reply;
-  LaunchInfo info;
-  info.event = r.event();
-  info.linear = r.choice().linear();
-  info.index_bits = static_cast<int>(r.choice().index_bits());
-  info.rank = static_cast<int>(r.choice().rank());
-  for (int64_t w : r.workgroup())
-    if (info.workgroup.rank < kMaxRank) info.workgroup.v[static_cast<size_t>(info.workgroup.rank++)] = w;
-  return info;
+  return transport_->launch(kernel, ndrange, workgroup, args, offsets);
 }
 
-absl::Status Queue::wait(uint64_t event) {
-  v1::QueueCommand& command = stream_->command;
-  command.Clear();
-  command.mutable_wait()->set_event(event);
-  absl::Status s = roundtrip();
-  if (!deferred_.ok()) {
-    absl::Status first = deferred_;
-    deferred_ = absl::OkStatus();
-    return first;
-  }
-  return s;
+absl::Status Queue::submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                           std::span<const Arg> args, const Dims* offsets) {
+  return transport_->submit(kernel, ndrange, workgroup, args, offsets);
 }
+
+absl::Status Queue::wait(uint64_t event) { return transport_->wait(event); }
 
 absl::Status Queue::write(const Buffer& buffer, uint64_t offset, std::span<const std::byte> data) {
-  if (data.size() <= kChunk) {
-    v1::QueueCommand& command = stream_->command;
-    command.Clear();
-    v1::CopyIn* c = command.mutable_copy_in();
-    c->set_buffer(buffer.handle);
-    c->set_offset(offset);
-    c->set_data(reinterpret_cast<const char*>(data.data()), data.size());
-    return roundtrip();
-  }
-  grpc::ClientContext context;
-  connection_->attach(context);
-  v1::WriteBufferResponse response;
-  auto writer = connection_->stub->WriteBuffer(&context, &response);
-  v1::WriteBufferChunk chunk;
-  chunk.set_queue(handle_);
-  chunk.set_buffer(buffer.handle);
-  chunk.set_offset(offset);
-  for (size_t done = 0; done < data.size();) {
-    const size_t n = std::min<size_t>(kChunk, data.size() - done);
-    chunk.set_data(reinterpret_cast<const char*>(data.data()) + done, n);
-    if (!writer->Write(chunk)) break;
-    chunk.clear_queue();
-    chunk.clear_buffer();
-    chunk.clear_offset();
-    done += n;
-  }
-  writer->WritesDone();
-  return from_grpc(writer->Finish());
+  return transport_->write(buffer, offset, data);
 }
 
 absl::Status Queue::read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) {
-  if (data.size() <= kChunk) {
-    v1::QueueCommand& command = stream_->command;
-    command.Clear();
-    v1::CopyOut* c = command.mutable_copy_out();
-    c->set_buffer(buffer.handle);
-    c->set_offset(offset);
-    c->set_size(data.size());
-    if (absl::Status s = roundtrip(); !s.ok()) return s;
-    if (stream_->reply.data().size() != data.size()) {
-      return absl::InternalError("kad returned a copy of the wrong size");
-    }
-    std::memcpy(data.data(), stream_->reply.data().data(), data.size());
-    return absl::OkStatus();
-  }
-  grpc::ClientContext context;
-  connection_->attach(context);
-  v1::ReadBufferRequest request;
-  request.set_queue(handle_);
-  request.set_buffer(buffer.handle);
-  request.set_offset(offset);
-  request.set_size(data.size());
-  auto reader = connection_->stub->ReadBuffer(&context, request);
-  v1::BufferChunk chunk;
-  size_t done = 0;
-  while (reader->Read(&chunk)) {
-    const std::string& d = chunk.data();
-    if (d.size() > data.size() - done) {
-      context.TryCancel();
-      reader->Finish().ok();
-      return absl::InternalError("kad returned more data than asked for");
-    }
-    std::memcpy(data.data() + done, d.data(), d.size());
-    done += d.size();
-  }
-  absl::Status s = from_grpc(reader->Finish());
-  if (s.ok() && done != data.size()) {
-    return absl::InternalError(
-        absl::StrFormat("kad returned %d of %d bytes", done, data.size()));
-  }
-  return s;
+  return transport_->read(buffer, offset, data);
 }
 
 }  // namespace client
@@ -279,22 +84,31 @@ const std::string& Client::session_id() const { return connection_->session_id; 
 absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in,
                                                         absl::string_view name) {
   std::string uri(uri_in);
-  // Transport selection (`?transport=grpc|shm`): only gRPC exists so far.
+  auto connection = std::make_shared<client::Connection>();
+  // `?transport=grpc|shm` forces a transport; by default a UNIX socket uses
+  // shared memory when kad offers it.
   if (const size_t q = uri.find('?'); q != std::string::npos) {
     const std::string query = uri.substr(q + 1);
     uri.resize(q);
-    if (query != "transport=grpc") {
-      return absl::InvalidArgumentError(
-          absl::StrFormat("URI option `%s` is not supported; use transport=grpc", query));
+    if (query == "transport=grpc") {
+      connection->transport = client::TransportChoice::kGrpc;
+    } else if (query == "transport=shm") {
+      connection->transport = client::TransportChoice::kShm;
+    } else {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "URI option `%s` is not supported; use transport=grpc or transport=shm", query));
     }
   }
-  auto connection = std::make_shared<client::Connection>();
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(client::kMaxMessage);
   args.SetMaxSendMessageSize(client::kMaxMessage);
   if (absl::StartsWith(uri, "unix:")) {
+    connection->unix_path = uri.substr(5);
     connection->channel =
         grpc::CreateCustomChannel(uri, grpc::InsecureChannelCredentials(), args);
+  } else if (connection->transport == client::TransportChoice::kShm) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "`%s`: shared memory needs a local unix: address", uri_in));
   } else if (absl::StartsWith(uri, "tcp://")) {
     connection->channel =
         grpc::CreateCustomChannel(uri.substr(6), grpc::InsecureChannelCredentials(), args);
@@ -450,7 +264,14 @@ absl::StatusOr<std::unique_ptr<client::Queue>> Client::create_queue(absl::string
   if (auto s = client::from_grpc(connection_->stub->CreateQueue(&context, request, &response));
       !s.ok())
     return s;
-  return std::unique_ptr<client::Queue>(new client::Queue(connection_, response.queue()));
+  const uint64_t queue = response.queue();
+  if (connection_->transport != client::TransportChoice::kGrpc && !connection_->unix_path.empty()) {
+    auto shm = client::make_shm_transport(connection_, queue);
+    if (shm.ok()) return std::unique_ptr<client::Queue>(new client::Queue(queue, *std::move(shm)));
+    if (connection_->transport == client::TransportChoice::kShm) return shm.status();
+  }
+  return std::unique_ptr<client::Queue>(
+      new client::Queue(queue, client::make_grpc_transport(connection_, queue)));
 }
 
 }  // namespace kad

@@ -26,12 +26,18 @@ class ClientConformance : public testing::DaemonSuite,
  protected:
   void SetUp() override {
     const std::string t = GetParam();
-    uri_ = t == "unix" ? daemon().unix_uri() : t == "tcp" ? daemon().tcp_uri() : "inproc:";
+    uri_ = t == "shm"         ? daemon().unix_uri() + "?transport=shm"
+           : t == "unix_grpc" ? daemon().unix_uri() + "?transport=grpc"
+           : t == "unix"      ? daemon().unix_uri()
+           : t == "tcp"       ? daemon().tcp_uri()
+                              : "inproc:";
     client_ = connect(uri_);
     ASSERT_NE(client_, nullptr);
     auto q = client_->create_queue();
     ASSERT_TRUE(q.ok()) << q.status();
     queue_ = *std::move(q);
+    // A local UNIX socket uses shared memory unless gRPC is asked for.
+    EXPECT_EQ(queue_->shared_memory(), t == "shm" || t == "unix");
   }
   std::string uri_;
   std::unique_ptr<Client> client_;
@@ -168,7 +174,8 @@ kernel void bump(KAD_CONTEXT, global int* x, int k) {
   EXPECT_EQ(x, std::vector<int32_t>(64, n * (n + 1) / 2));
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance, ::testing::Values("unix", "tcp", "inproc"),
+INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance, ::testing::Values("unix", "shm", "unix_grpc", "tcp",
+                                                           "inproc"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

@@ -159,12 +159,16 @@ struct ServiceStatus {
 
 class Connection;
 
-// An in-order queue on one device: launches, waits and copies travel over one
-// stream, in order.
+// An in-order queue on one device: launches, waits and copies run in order.
+// Over a local UNIX socket they travel through shared memory (fixed-size
+// records in rings, no gRPC message per launch); otherwise over one gRPC
+// stream per queue.
 class Queue {
  public:
   ~Queue();
   uint64_t handle() const { return handle_; }
+  // Whether this queue talks to kad through shared memory.
+  bool shared_memory() const;
 
   // ndrange null: the kernel's static ndrange. workgroup null: static or tuned.
   absl::StatusOr<LaunchInfo> launch(const Kernel& kernel, const Dims* ndrange,
@@ -180,33 +184,23 @@ class Queue {
   // left unread; past that, submit reads one first (back-pressure).
   absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                       std::span<const Arg> args, const Dims* offsets = nullptr);
-  static constexpr int kMaxInFlight = 256;
+  static constexpr int kMaxInFlight = 255;
 
   // Waits for `event` and everything submitted before it; 0 waits for all.
   // Also reports the first error of a submitted launch since the last wait.
   absl::Status wait(uint64_t event = 0);
   // Copies, ordered after everything already submitted to this queue. Large
-  // transfers are streamed in chunks.
+  // transfers are split into chunks.
   absl::Status write(const Buffer& buffer, uint64_t offset, std::span<const std::byte> data);
   absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data);
 
+  class Transport;  // the gRPC stream or the shared-memory channel
+
  private:
   friend class ::kad::Client;
-  struct Stream;
-  Queue(std::shared_ptr<Connection> connection, uint64_t handle);
-  // Sends stream_->command, reads its reply into stream_->reply (after the
-  // replies of submitted launches still unread).
-  absl::Status roundtrip();
-  void encode_launch(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
-                     std::span<const Arg> args, const Dims* offsets);
-  // Reads one pending reply of a submitted launch; keeps the first error.
-  absl::Status read_pending();
-  int pending_ = 0;
-  absl::Status deferred_;
-  std::shared_ptr<Connection> connection_;
+  Queue(uint64_t handle, std::unique_ptr<Transport> transport);
   uint64_t handle_;
-  uint64_t next_tag_ = 1;
-  std::unique_ptr<Stream> stream_;
+  std::unique_ptr<Transport> transport_;
 };
 
 }  // namespace client

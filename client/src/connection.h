@@ -1,0 +1,68 @@
+// Internals of libkad_client shared by its files: the connection (channel,
+// stub, session) and the queue transports.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "kad/client.h"
+#include "kad/v1/kad.grpc.pb.h"
+
+namespace kad::client {
+
+inline constexpr uint64_t kChunk = 1 << 20;  // the daemon's largest copy or chunk
+
+absl::Status from_grpc(const grpc::Status& s);
+void to_wire(const Dims& d, google::protobuf::RepeatedField<int64_t>* out);
+v1::ScalarType to_wire(ScalarType t);
+
+enum class TransportChoice { kAuto, kGrpc, kShm };
+
+class Connection {
+ public:
+  std::shared_ptr<grpc::Channel> channel;
+  std::unique_ptr<v1::Kad::Stub> stub;
+  std::string session_id;
+  std::string unix_path;  // set for unix: URIs: the shared-memory side socket is unix_path + ".shm"
+  TransportChoice transport = TransportChoice::kAuto;
+  grpc::ClientContext session_context;  // the open OpenSession stream
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream;
+
+  void attach(grpc::ClientContext& context) const { context.AddMetadata("kad-session", session_id); }
+  ~Connection() {
+    session_context.TryCancel();
+    if (session_stream) session_stream->Finish().ok();
+  }
+};
+
+class Queue::Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual bool shared_memory() const = 0;
+  virtual absl::StatusOr<LaunchInfo> launch(const Kernel& kernel, const Dims* ndrange,
+                                            const Dims* workgroup, std::span<const Arg> args,
+                                            const Dims* offsets) = 0;
+  virtual absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                              std::span<const Arg> args, const Dims* offsets) = 0;
+  virtual absl::Status wait(uint64_t event) = 0;
+  virtual absl::Status write(const Buffer& buffer, uint64_t offset,
+                             std::span<const std::byte> data) = 0;
+  virtual absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) = 0;
+};
+
+std::unique_ptr<Queue::Transport> make_grpc_transport(std::shared_ptr<Connection> connection,
+                                                      uint64_t queue);
+// Opens the queue's shared-memory channel; fails when kad offers none.
+absl::StatusOr<std::unique_ptr<Queue::Transport>> make_shm_transport(
+    std::shared_ptr<Connection> connection, uint64_t queue);
+
+// Streams a large write or read through WriteBuffer / ReadBuffer.
+absl::Status write_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,
+                            uint64_t offset, std::span<const std::byte> data);
+absl::Status read_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,
+                           uint64_t offset, std::span<std::byte> data);
+
+}  // namespace kad::client

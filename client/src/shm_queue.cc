@@ -1,0 +1,297 @@
+// A queue over kad's shared-memory channel: launches are fixed-size records
+// written straight into the submission ring (no message, no allocation), and
+// answers are read from the completion ring. Waiting spins briefly, then
+// sleeps on a futex. Copies stage through the channel's arena.
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "client/src/connection.h"
+#include "kad/shm/v1/layout.h"
+#include "kad/shm/v1/ring.h"
+
+namespace kad::client {
+namespace {
+
+using namespace shm::v1;
+
+class ShmTransport final : public Queue::Transport {
+ public:
+  ~ShmTransport() override {
+    if (memory_) munmap(memory_, bytes_);
+    if (socket_ >= 0) close(socket_);
+  }
+
+  static absl::StatusOr<std::unique_ptr<ShmTransport>> open(const Connection& c, uint64_t queue) {
+    std::unique_ptr<ShmTransport> t(new ShmTransport());
+    const std::string path = c.unix_path + ".shm";
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    if (path.size() >= sizeof(addr.sun_path)) return absl::InvalidArgumentError("path too long");
+    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+    t->socket_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (t->socket_ < 0 ||
+        connect(t->socket_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+      return absl::UnavailableError(
+          absl::StrFormat("kad offers no shared memory at %s: %s", path, std::strerror(errno)));
+    }
+    Hello hello{};
+    hello.request = static_cast<uint32_t>(Request::kHello);
+    hello.version = kVersion;
+    std::memcpy(hello.session_id, c.session_id.data(),
+                std::min(c.session_id.size(), sizeof(hello.session_id)));
+    hello.queue = queue;
+    if (send(t->socket_, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
+      return absl::UnavailableError("cannot send the shared-memory hello to kad");
+    }
+    Reply reply{};
+    iovec io{&reply, sizeof(reply)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &io;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    if (recvmsg(t->socket_, &msg, MSG_CMSG_CLOEXEC) != sizeof(reply)) {
+      return absl::UnavailableError("kad did not answer the shared-memory hello");
+    }
+    if (reply.code != 0) {
+      return absl::Status(static_cast<absl::StatusCode>(reply.code),
+                          std::string(reply.message, std::min<size_t>(reply.message_length,
+                                                                      sizeof(reply.message))));
+    }
+    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+    if (cm == nullptr || cm->cmsg_type != SCM_RIGHTS) {
+      return absl::InternalError("kad's shared-memory answer carried no memory");
+    }
+    int fd;
+    std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    t->bytes_ = reply.bytes;
+    void* p = mmap(nullptr, t->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED || t->bytes_ < kChannelBytes) {
+      return absl::InternalError("cannot map kad's shared-memory channel");
+    }
+    t->memory_ = static_cast<uint8_t*>(p);
+    t->header_ = static_cast<ChannelHeader*>(p);
+    if (t->header_->magic != kMagic || t->header_->version != kVersion) {
+      return absl::InternalError("kad's shared-memory channel has an unknown layout");
+    }
+    t->submit_slots_ = reinterpret_cast<SubmitRecord*>(t->memory_ + kSubmitOffset);
+    t->completion_slots_ = reinterpret_cast<const CompletionRecord*>(t->memory_ + kCompletionOffset);
+    t->arena_ = t->memory_ + kArenaOffset;
+    return t;
+  }
+
+  bool shared_memory() const override { return true; }
+
+  absl::StatusOr<LaunchInfo> launch(const Kernel& kernel, const Dims* ndrange,
+                                    const Dims* workgroup, std::span<const Arg> args,
+                                    const Dims* offsets) override {
+    if (absl::Status s = submit(kernel, ndrange, workgroup, args, offsets); !s.ok()) return s;
+    if (absl::Status s = answer(); !s.ok()) return s;
+    LaunchInfo info;
+    info.event = done_.event;
+    info.linear = done_.linear != 0;
+    info.index_bits = done_.index_bits;
+    info.rank = done_.rank;
+    info.workgroup.rank = std::min<int>(done_.workgroup_rank, kMaxRank);
+    for (int d = 0; d < info.workgroup.rank; ++d) info.workgroup.v[static_cast<size_t>(d)] = done_.workgroup[d];
+    return info;
+  }
+
+  absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                      std::span<const Arg> args, const Dims* offsets) override {
+    if (args.size() > kMaxArgs) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "a launch has %d arguments, more than the maximum of %d", args.size(), kMaxArgs));
+    }
+    SubmitRecord* r;
+    if (absl::Status s = next_slot(&r); !s.ok()) return s;
+    r->op = static_cast<uint32_t>(Op::kLaunch);
+    r->flags = (ndrange ? uint32_t{kHasNdrange} : 0u) |
+               (ndrange && offsets ? uint32_t{kHasOffsets} : 0u) |
+               (workgroup ? uint32_t{kHasWorkgroup} : 0u);
+    r->kernel = kernel.handle;
+    r->rank = ndrange ? static_cast<uint32_t>(ndrange->rank) : 0;
+    for (int d = 0; ndrange && d < ndrange->rank; ++d) {
+      r->extents[d] = (*ndrange)[d];
+      r->offsets[d] = offsets && d < offsets->rank ? (*offsets)[d] : 0;
+    }
+    r->workgroup_rank = workgroup ? static_cast<uint32_t>(workgroup->rank) : 0;
+    for (int d = 0; workgroup && d < workgroup->rank; ++d) r->workgroup[d] = (*workgroup)[d];
+    r->nargs = static_cast<uint32_t>(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      ArgRecord& a = r->args[i];
+      a.value = args[i].value();
+      switch (args[i].kind()) {
+        case Arg::Kind::kBuffer: a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kBuffer); break;
+        case Arg::Kind::kLocal: a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kLocal); break;
+        case Arg::Kind::kScalar:
+          a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kScalar);
+          a.scalar = static_cast<uint8_t>(to_wire(args[i].scalar_type()));
+          break;
+      }
+    }
+    publish();
+    return absl::OkStatus();
+  }
+
+  absl::Status wait(uint64_t event) override {
+    SubmitRecord* r;
+    if (absl::Status s = next_slot(&r); !s.ok()) return s;
+    r->op = static_cast<uint32_t>(Op::kWait);
+    r->event = event;
+    publish();
+    absl::Status s = answer();
+    if (!deferred_.ok()) {
+      absl::Status first = deferred_;
+      deferred_ = absl::OkStatus();
+      return first;
+    }
+    return s;
+  }
+
+  absl::Status write(const Buffer& buffer, uint64_t offset,
+                     std::span<const std::byte> data) override {
+    for (size_t done = 0; done < data.size() || (data.empty() && done == 0);) {
+      const size_t n = std::min<size_t>(kArenaBytes, data.size() - done);
+      std::memcpy(arena_, data.data() + done, n);
+      if (absl::Status s = copy(Op::kCopyIn, buffer, offset + done, n); !s.ok()) return s;
+      done += n;
+      if (data.empty()) break;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) override {
+    for (size_t done = 0; done < data.size();) {
+      const size_t n = std::min<size_t>(kArenaBytes, data.size() - done);
+      if (absl::Status s = copy(Op::kCopyOut, buffer, offset + done, n); !s.ok()) return s;
+      std::memcpy(data.data() + done, arena_, n);
+      done += n;
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  ShmTransport() = default;
+
+  absl::Status closed_error() const {
+    return absl::UnavailableError(absl::StrCat(
+        "kad ended this queue's shared-memory channel: ",
+        std::string(header_->close_reason,
+                     std::min<size_t>(header_->close_reason_length, sizeof(header_->close_reason)))));
+  }
+  bool kad_gone() const {
+    pollfd p{socket_, POLLIN | POLLRDHUP, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+  }
+
+  // A free submission slot; reads answers first when too many are unread.
+  absl::Status next_slot(SubmitRecord** out) {
+    if (pending_ >= Queue::kMaxInFlight) {
+      if (absl::Status s = read_one(); !s.ok()) return s;
+    }
+    RingIndices& ring = header_->submit;
+    for (;;) {
+      if (header_->closed.load(std::memory_order_acquire)) return closed_error();
+      const uint32_t head = ring.head.load(std::memory_order_acquire);
+      if (tail_ - head < kSubmitSlots) break;
+      if (wait_for_change(&ring.head, head, &ring.producer_waiting, 100'000'000) == head && kad_gone())
+        return absl::UnavailableError("kad closed the shared-memory channel");
+    }
+    SubmitRecord* r = &submit_slots_[tail_ % kSubmitSlots];
+    std::memset(r, 0, offsetof(SubmitRecord, extents));
+    r->tag = next_tag_++;
+    *out = r;
+    return absl::OkStatus();
+  }
+
+  void publish() {
+    ++tail_;
+    header_->submit.tail.store(tail_, std::memory_order_release);
+    notify(&header_->submit.tail, &header_->submit.consumer_waiting);
+    ++pending_;
+  }
+
+  // Reads the next completion into done_.
+  absl::Status read_one() {
+    RingIndices& ring = header_->completion;
+    for (;;) {
+      const uint32_t tail = ring.tail.load(std::memory_order_acquire);
+      if (tail != head_) break;
+      if (header_->closed.load(std::memory_order_acquire)) return closed_error();
+      if (wait_for_change(&ring.tail, tail, &ring.consumer_waiting, 100'000'000) == tail && kad_gone())
+        return absl::UnavailableError("kad closed the shared-memory channel");
+    }
+    std::memcpy(&done_, &completion_slots_[head_ % kCompletionSlots], sizeof(done_));
+    ++head_;
+    ring.head.store(head_, std::memory_order_release);
+    notify(&ring.head, &ring.producer_waiting);
+    --pending_;
+    return absl::OkStatus();
+  }
+
+  absl::Status status_of(const CompletionRecord& c) const {
+    if (c.code == 0) return absl::OkStatus();
+    return absl::Status(static_cast<absl::StatusCode>(c.code),
+                        std::string(c.message, std::min<size_t>(c.message_length, kMaxMessage)));
+  }
+
+  // Reads answers up to and including the newest record's.
+  absl::Status answer() {
+    while (pending_ > 1) {
+      if (absl::Status s = read_one(); !s.ok()) return s;
+      if (done_.code != 0 && deferred_.ok()) {
+        deferred_ = absl::Status(status_of(done_).code(),
+                                 absl::StrCat("a submitted launch failed: ", status_of(done_).message()));
+      }
+    }
+    if (absl::Status s = read_one(); !s.ok()) return s;
+    return status_of(done_);
+  }
+
+  absl::Status copy(Op op, const Buffer& buffer, uint64_t offset, uint64_t size) {
+    SubmitRecord* r;
+    if (absl::Status s = next_slot(&r); !s.ok()) return s;
+    r->op = static_cast<uint32_t>(op);
+    r->buffer = buffer.handle;
+    r->offset = offset;
+    r->size = size;
+    r->arena_offset = 0;
+    publish();
+    return answer();
+  }
+
+  int socket_ = -1;
+  uint8_t* memory_ = nullptr;
+  uint64_t bytes_ = 0;
+  ChannelHeader* header_ = nullptr;
+  SubmitRecord* submit_slots_ = nullptr;
+  const CompletionRecord* completion_slots_ = nullptr;
+  uint8_t* arena_ = nullptr;
+  uint32_t tail_ = 0;  // submission records published
+  uint32_t head_ = 0;  // completion records consumed
+  uint64_t next_tag_ = 1;
+  int pending_ = 0;    // records without an answer read
+  CompletionRecord done_{};
+  absl::Status deferred_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Queue::Transport>> make_shm_transport(
+    std::shared_ptr<Connection> connection, uint64_t queue) {
+  auto t = ShmTransport::open(*connection, queue);
+  if (!t.ok()) return t.status();
+  return std::unique_ptr<Queue::Transport>(std::move(*t));
+}
+
+}  // namespace kad::client

@@ -1,0 +1,189 @@
+#include "server/shm_channel.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "core/driver_scope.h"
+#include "kad/shm/v1/ring.h"
+#include "server/shm_decode.h"
+#include "spdlog/spdlog.h"
+
+namespace kad::server {
+
+using namespace shm::v1;
+
+absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
+                                                               std::shared_ptr<Session> session,
+                                                               uint64_t queue, int socket,
+                                                               ShmOptions options) {
+  std::unique_ptr<ShmChannel> c(new ShmChannel(engine, std::move(session), queue, socket, options));
+  c->memfd_ = memfd_create("kad-shm-channel", MFD_CLOEXEC);
+  if (c->memfd_ < 0 || ftruncate(c->memfd_, kChannelBytes) != 0) {
+    return absl::ResourceExhaustedError("cannot create the channel's shared memory");
+  }
+  void* p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd_, 0);
+  if (p == MAP_FAILED) return absl::ResourceExhaustedError("cannot map the channel's memory");
+  c->memory_ = static_cast<uint8_t*>(p);
+  c->header_ = new (p) ChannelHeader();
+  ChannelHeader& h = *c->header_;
+  h.magic = kMagic;
+  h.version = kVersion;
+  h.submit_slots = kSubmitSlots;
+  h.completion_slots = kCompletionSlots;
+  h.arena_bytes = kArenaBytes;
+  h.submit_offset = kSubmitOffset;
+  h.completion_offset = kCompletionOffset;
+  h.arena_offset = kArenaOffset;
+  h.total_bytes = kChannelBytes;
+  return c;
+}
+
+ShmChannel::~ShmChannel() {
+  stop_.store(true);
+  if (header_) {
+    header_->submit.tail.fetch_add(0);
+    futex_wake(&header_->submit.tail);
+  }
+  if (thread_.joinable()) thread_.join();
+  if (memory_) munmap(memory_, kChannelBytes);
+  if (memfd_ >= 0) close(memfd_);
+  if (socket_ >= 0) close(socket_);
+}
+
+void ShmChannel::start() { thread_ = std::thread([this] { run(); }); }
+
+bool ShmChannel::client_gone() const {
+  pollfd p{socket_, POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) <= 0) return false;
+  return (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
+}
+
+void ShmChannel::end(const std::string& reason) {
+  const size_t n = std::min(reason.size(), sizeof(header_->close_reason));
+  std::memcpy(header_->close_reason, reason.data(), n);
+  header_->close_reason_length = static_cast<uint32_t>(n);
+  header_->closed.store(1, std::memory_order_release);
+  // Wake a client asleep on either ring.
+  futex_wake(&header_->completion.tail);
+  futex_wake(&header_->submit.head);
+  spdlog::warn("session {}: shared-memory channel of queue {} ended: {}", session_->id(), queue_,
+               reason);
+}
+
+bool ShmChannel::post(const CompletionRecord& done) {
+  RingIndices& ring = header_->completion;
+  const uint32_t tail = ring.tail.load(std::memory_order_relaxed);
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stall_timeout_ms);
+  for (;;) {
+    const uint32_t head = ring.head.load(std::memory_order_acquire);
+    const uint32_t used = tail - head;
+    if (used > kCompletionSlots) {
+      end(absl::StrFormat("completion ring indices out of range (head %d, tail %d)", head, tail));
+      return false;
+    }
+    if (used < kCompletionSlots) break;
+    if (stop_.load() || client_gone()) return false;
+    if (std::chrono::steady_clock::now() > deadline) {
+      end(absl::StrFormat("the client read no completion for %d ms with the ring full",
+                          options_.stall_timeout_ms));
+      return false;
+    }
+    wait_for_change(&ring.head, head, &ring.producer_waiting, 50'000'000);
+  }
+  auto* slots = reinterpret_cast<CompletionRecord*>(memory_ + kCompletionOffset);
+  std::memcpy(&slots[tail % kCompletionSlots], &done, sizeof(done));
+  ring.tail.store(tail + 1, std::memory_order_release);
+  notify(&ring.tail, &ring.consumer_waiting);
+  return true;
+}
+
+void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
+  std::memset(done, 0, offsetof(CompletionRecord, message));
+  done->tag = r.tag;
+  absl::Status status;
+  switch (static_cast<Op>(r.op)) {
+    case Op::kLaunch: {
+      status = decode_launch(r, queue_, &decoded_);
+      if (!status.ok()) break;
+      absl::StatusOr<LaunchResult> result = engine_.launch(*session_, decoded_.request);
+      if (!result.ok()) {
+        status = result.status();
+        break;
+      }
+      done->event = result->event;
+      done->linear = result->choice.linear;
+      done->index_bits = result->choice.index_bits;
+      done->rank = result->choice.rank;
+      done->workgroup_rank = static_cast<uint8_t>(result->workgroup.rank);
+      for (int d = 0; d < result->workgroup.rank; ++d) done->workgroup[d] = result->workgroup[d];
+      break;
+    }
+    case Op::kWait:
+      status = engine_.wait(*session_, queue_, r.event);
+      break;
+    case Op::kCopyIn:
+      status = check_arena_range(r, kArenaBytes);
+      if (status.ok()) {
+        status = engine_.write_buffer(
+            *session_, queue_, r.buffer, r.offset,
+            std::span<const std::byte>(reinterpret_cast<const std::byte*>(memory_ + kArenaOffset + r.arena_offset), r.size));
+      }
+      break;
+    case Op::kCopyOut:
+      status = check_arena_range(r, kArenaBytes);
+      if (status.ok()) {
+        status = engine_.read_buffer(
+            *session_, queue_, r.buffer, r.offset,
+            std::span<std::byte>(reinterpret_cast<std::byte*>(memory_ + kArenaOffset + r.arena_offset), r.size));
+      }
+      break;
+    default:
+      status = absl::InvalidArgumentError(
+          absl::StrFormat("record %d has operation %d, not launch, wait, copy in or copy out",
+                          r.tag, r.op));
+  }
+  done->code = static_cast<int32_t>(status.code());
+  if (!status.ok()) {
+    const size_t n = std::min(status.message().size(), kMaxMessage);
+    std::memcpy(done->message, status.message().data(), n);
+    done->message_length = static_cast<uint32_t>(n);
+  }
+}
+
+void ShmChannel::run() {
+  t_kad_service_thread = true;
+  pthread_setname_np(pthread_self(), "kad-shm");
+  RingIndices& ring = header_->submit;
+  auto* slots = reinterpret_cast<const SubmitRecord*>(memory_ + kSubmitOffset);
+  uint32_t head = 0;
+  while (!stop_.load()) {
+    const uint32_t tail = wait_for_change(&ring.tail, head, &ring.consumer_waiting, 100'000'000);
+    if (tail == head) {
+      if (client_gone()) break;
+      continue;
+    }
+    if (tail - head > kSubmitSlots) {
+      end(absl::StrFormat("submission ring indices out of range (head %d, tail %d)", head, tail));
+      break;
+    }
+    bool ok = true;
+    while (head != tail && ok) {
+      std::memcpy(&record_, &slots[head % kSubmitSlots], sizeof(record_));  // the client may still write
+      ++head;
+      ring.head.store(head, std::memory_order_release);
+      notify(&ring.head, &ring.producer_waiting);
+      execute(record_, &done_);
+      ok = post(done_);
+    }
+    if (!ok) break;
+  }
+  finished_.store(true);
+}
+
+}  // namespace kad::server

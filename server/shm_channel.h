@@ -1,0 +1,71 @@
+// One shared-memory channel: a client's queue served through rings in a
+// memfd instead of gRPC messages (DESIGN §6). Its own thread consumes
+// submission records, runs them on the engine, and posts completions. A
+// channel ends — with a reason written for the client and logged — when its
+// client goes away, writes garbage, or stops reading completions; the daemon
+// and the other clients are unaffected.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "kad/shm/v1/layout.h"
+#include "server/engine.h"
+#include "server/shm_decode.h"
+
+namespace kad::server {
+
+struct ShmOptions {
+  // How long a full completion ring may stay full before the channel ends.
+  int64_t stall_timeout_ms = 10000;
+};
+
+class ShmChannel {
+ public:
+  // Creates the channel's memory; `socket` is the client's side-socket
+  // connection (owned from now on).
+  static absl::StatusOr<std::unique_ptr<ShmChannel>> create(Engine& engine,
+                                                            std::shared_ptr<Session> session,
+                                                            uint64_t queue, int socket,
+                                                            ShmOptions options);
+  ~ShmChannel();  // stops the thread, unmaps, closes
+
+  int memfd() const { return memfd_; }
+  void start();
+  bool finished() const { return finished_.load(); }
+  void stop() { stop_.store(true); }
+
+ private:
+  ShmChannel(Engine& engine, std::shared_ptr<Session> session, uint64_t queue, int socket,
+             ShmOptions options)
+      : engine_(engine), session_(std::move(session)), queue_(queue), socket_(socket),
+        options_(options) {}
+
+  void run();
+  // Runs one record; fills `done`.
+  void execute(const shm::v1::SubmitRecord& record, shm::v1::CompletionRecord* done);
+  // Posts a completion, waiting for room; false when the channel must end.
+  bool post(const shm::v1::CompletionRecord& done);
+  bool client_gone() const;
+  void end(const std::string& reason);
+
+  Engine& engine_;
+  std::shared_ptr<Session> session_;
+  uint64_t queue_;
+  int socket_;
+  ShmOptions options_;
+  int memfd_ = -1;
+  uint8_t* memory_ = nullptr;
+  shm::v1::ChannelHeader* header_ = nullptr;
+  std::thread thread_;
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> finished_{false};
+  shm::v1::SubmitRecord record_;        // private copy of the slot being run
+  shm::v1::CompletionRecord done_;
+  DecodedLaunch decoded_;
+};
+
+}  // namespace kad::server

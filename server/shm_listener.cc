@@ -1,0 +1,130 @@
+#include "server/shm_listener.h"
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "spdlog/spdlog.h"
+
+namespace kad::server {
+namespace {
+
+using namespace shm::v1;
+
+// Sends `reply`, with `fd` attached when it is not -1.
+bool send_reply(int socket, const absl::Status& status, int fd, uint64_t bytes) {
+  Reply reply{};
+  reply.code = static_cast<int32_t>(status.code());
+  reply.bytes = bytes;
+  const size_t n = std::min(status.message().size(), sizeof(reply.message));
+  std::memcpy(reply.message, status.message().data(), n);
+  reply.message_length = static_cast<uint32_t>(n);
+  iovec io{&reply, sizeof(reply)};
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (fd >= 0) {
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  return sendmsg(socket, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::start(Engine& engine, std::string path,
+                                                                ShmOptions options) {
+  std::unique_ptr<ShmListener> l(new ShmListener(engine, std::move(path), options));
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (l->path_.size() >= sizeof(addr.sun_path)) {
+    return absl::InvalidArgumentError(absl::StrFormat("socket path %s is too long", l->path_));
+  }
+  std::strncpy(addr.sun_path, l->path_.c_str(), sizeof(addr.sun_path) - 1);
+  unlink(l->path_.c_str());
+  l->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (l->listen_fd_ < 0 || bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+      listen(l->listen_fd_, 64) != 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot listen on %s: %s", l->path_, std::strerror(errno)));
+  }
+  l->thread_ = std::thread([p = l.get()] { p->accept_loop(); });
+  return l;
+}
+
+ShmListener::~ShmListener() {
+  stop_.store(true);
+  if (thread_.joinable()) thread_.join();
+  if (listen_fd_ >= 0) close(listen_fd_);
+  unlink(path_.c_str());
+  absl::MutexLock lock(&mu_);
+  channels_.clear();
+}
+
+size_t ShmListener::channels() const {
+  absl::MutexLock lock(&mu_);
+  size_t n = 0;
+  for (const auto& c : channels_) n += !c->finished();
+  return n;
+}
+
+void ShmListener::accept_loop() {
+  while (!stop_.load()) {
+    pollfd p{listen_fd_, POLLIN, 0};
+    if (poll(&p, 1, 200) > 0) {
+      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd >= 0) serve_hello(fd);
+    }
+    absl::MutexLock lock(&mu_);  // reap channels whose client left
+    std::erase_if(channels_, [](const auto& c) { return c->finished(); });
+  }
+}
+
+void ShmListener::serve_hello(int fd) {
+  timeval timeout{2, 0};  // a client that connects and says nothing is dropped
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  Hello hello{};
+  const ssize_t n = recv(fd, &hello, sizeof(hello), 0);
+  auto refuse = [&](const absl::Status& s) {
+    send_reply(fd, s, -1, 0);
+    close(fd);
+  };
+  if (n != static_cast<ssize_t>(sizeof(hello)) || hello.request != static_cast<uint32_t>(Request::kHello)) {
+    return refuse(absl::InvalidArgumentError(absl::StrFormat(
+        "expected a Hello of %d bytes, got %d bytes", sizeof(hello), n)));
+  }
+  if (hello.version != kVersion) {
+    return refuse(absl::FailedPreconditionError(absl::StrFormat(
+        "shared-memory protocol version %d is not supported; kad speaks %d", hello.version,
+        kVersion)));
+  }
+  const std::string id(hello.session_id, strnlen(hello.session_id, sizeof(hello.session_id)));
+  absl::StatusOr<std::shared_ptr<Session>> session = engine_.session(id);
+  if (!session.ok()) return refuse(session.status());
+  if (absl::Status q = engine_.check_queue(**session, hello.queue); !q.ok()) return refuse(q);
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len);
+
+  absl::StatusOr<std::unique_ptr<ShmChannel>> channel =
+      ShmChannel::create(engine_, *session, hello.queue, fd, options_);
+  if (!channel.ok()) return refuse(channel.status());
+  if (!send_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes)) return;  // closes fd
+  spdlog::debug("session {}: queue {} on shared memory (pid {}, uid {})", id, hello.queue,
+                peer.pid, peer.uid);
+  (*channel)->start();
+  absl::MutexLock lock(&mu_);
+  channels_.push_back(*std::move(channel));
+}
+
+}  // namespace kad::server
