@@ -21,6 +21,7 @@ namespace {
 std::atomic<uint64_t> g_total_allocs{0};
 std::atomic<uint64_t> g_total_bytes{0};
 std::atomic<uint64_t> g_driver_allocs{0};
+std::atomic<uint64_t> g_service_allocs{0};
 thread_local uint64_t t_kad_allocs = 0;
 thread_local uint64_t t_kad_bytes = 0;
 thread_local uint64_t t_driver_allocs = 0;
@@ -34,6 +35,7 @@ void record(size_t bytes) {
     ++t_driver_allocs;
     t_driver_bytes += bytes;
   } else {
+    if (kad::t_kad_service_thread) g_service_allocs.fetch_add(1, std::memory_order_relaxed);
     ++t_kad_allocs;
     t_kad_bytes += bytes;
   }
@@ -48,6 +50,7 @@ AllocCounts now() {
   c.total_allocs = g_total_allocs.load(std::memory_order_relaxed);
   c.total_bytes = g_total_bytes.load(std::memory_order_relaxed);
   c.all_driver_allocs = g_driver_allocs.load(std::memory_order_relaxed);
+  c.service_allocs = g_service_allocs.load(std::memory_order_relaxed);
   return c;
 }
 
@@ -64,6 +67,7 @@ AllocCounts AllocCounter::counts() const {
   c.total_allocs -= start_.total_allocs;
   c.total_bytes -= start_.total_bytes;
   c.all_driver_allocs -= start_.all_driver_allocs;
+  c.service_allocs -= start_.service_allocs;
   return c;
 }
 
