@@ -1,0 +1,305 @@
+// The shared-memory channel against bad clients, at the byte level: garbage
+// records, out-of-range ring indices, foreign handles, a bad hello, a client
+// that stops reading completions, a client killed mid-launch. Each ends that
+// request or that channel with a clear reason; a bystander client keeps being
+// served (checked after each test).
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <thread>
+
+#include "gmock/gmock.h"
+#include "kad/shm/v1/layout.h"
+#include "kad/shm/v1/ring.h"
+#include "tests/e2e/e2e.h"
+
+namespace kad {
+namespace {
+
+using client::Arg;
+using client::ArgSpec;
+using ::testing::HasSubstr;
+using namespace shm::v1;
+using testing::bytes_of;
+
+// A hand-driven channel: what a broken or hostile client could do.
+class RawChannel {
+ public:
+  // Sends a Hello; returns the reply (and maps the channel when it is OK).
+  Reply open(const std::string& socket_path, const std::string& session, uint64_t queue,
+             size_t hello_bytes = sizeof(Hello)) {
+    fd_ = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un addr{};
+    addr.sun_family = AF_UNIX;
+    std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+    EXPECT_EQ(connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    Hello hello{};
+    hello.request = static_cast<uint32_t>(Request::kHello);
+    hello.version = kVersion;
+    std::memcpy(hello.session_id, session.data(), std::min(session.size(), sizeof(hello.session_id)));
+    hello.queue = queue;
+    send(fd_, &hello, hello_bytes, 0);
+    Reply reply{};
+    iovec io{&reply, sizeof(reply)};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+    msghdr msg{};
+    msg.msg_iov = &io;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    recvmsg(fd_, &msg, 0);
+    if (reply.code == 0) {
+      int memfd;
+      std::memcpy(&memfd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof(int));
+      memory_ = static_cast<uint8_t*>(
+          mmap(nullptr, reply.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0));
+      close(memfd);
+      header_ = reinterpret_cast<ChannelHeader*>(memory_);
+    }
+    return reply;
+  }
+  ~RawChannel() {
+    if (memory_) munmap(memory_, kChannelBytes);
+    if (fd_ >= 0) close(fd_);
+  }
+
+  SubmitRecord& slot() {
+    auto* slots = reinterpret_cast<SubmitRecord*>(memory_ + kSubmitOffset);
+    SubmitRecord& r = slots[tail_ % kSubmitSlots];
+    std::memset(&r, 0, sizeof(r));
+    r.tag = tail_ + 1;
+    return r;
+  }
+  void publish() {
+    header_->submit.tail.store(++tail_);
+    notify(&header_->submit.tail, &header_->submit.consumer_waiting);
+  }
+  // The next completion, or nullopt after `timeout`.
+  std::optional<CompletionRecord> next(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (header_->completion.tail.load() == head_) {
+      if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    CompletionRecord c;
+    std::memcpy(&c, memory_ + kCompletionOffset + (head_ % kCompletionSlots) * sizeof(c), sizeof(c));
+    header_->completion.head.store(++head_);
+    return c;
+  }
+  std::string message(const CompletionRecord& c) { return std::string(c.message, c.message_length); }
+  bool closed_within(std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!header_->closed.load()) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    return true;
+  }
+  std::string close_reason() { return std::string(header_->close_reason, header_->close_reason_length); }
+  ChannelHeader* header() { return header_; }
+  uint32_t tail() const { return tail_; }
+
+ private:
+  int fd_ = -1;
+  uint8_t* memory_ = nullptr;
+  ChannelHeader* header_ = nullptr;
+  uint32_t tail_ = 0, head_ = 0;
+};
+
+class ShmRobustness : public testing::DaemonSuite {
+ protected:
+  static void SetUpTestSuite() {
+    auto d = testing::Daemon::start({"--shm-stall-timeout-ms", "300"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = d->release();
+  }
+  void SetUp() override {
+    owner_ = connect(daemon().unix_uri() + "?transport=grpc", "owner");
+    auto q = owner_->create_queue();
+    ASSERT_TRUE(q.ok());
+    queue_ = *std::move(q);
+    auto m = owner_->load_module("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+                                 "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
+    auto k = owner_->get_kernel(*m, {.entry = "fill", .args = {ArgSpec::buffer(),
+                                     ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    auto b = owner_->allocate(64 * sizeof(int32_t));
+    ASSERT_TRUE(k.ok() && b.ok());
+    kernel_ = *k;
+    buffer_ = *b;
+  }
+  void TearDown() override {
+    auto bystander = connect(daemon().unix_uri(), "bystander");
+    ASSERT_NE(bystander, nullptr);
+    auto q = bystander->create_queue();
+    auto b = bystander->allocate(16 * sizeof(int32_t));
+    auto m = bystander->load_module("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+                                    "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
+    auto k = bystander->get_kernel(*m, {.entry = "fill", .args = {ArgSpec::buffer(),
+                                        ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    ASSERT_TRUE(q.ok() && b.ok() && k.ok());
+    ASSERT_TRUE((*q)->shared_memory());
+    const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(9)};
+    ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
+    std::vector<int32_t> got(16);
+    ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
+    EXPECT_EQ(got, std::vector<int32_t>(16, 9));
+  }
+  std::string shm_path() { return daemon().unix_uri().substr(5) + ".shm"; }
+  void fill_launch(SubmitRecord& r) {
+    r.op = static_cast<uint32_t>(Op::kLaunch);
+    r.flags = kHasNdrange;
+    r.kernel = kernel_.handle;
+    r.rank = 1;
+    r.extents[0] = 64;
+    r.nargs = 2;
+    r.args[0] = {static_cast<uint8_t>(shm::v1::ArgKind::kBuffer), 0, {}, buffer_.handle};
+    r.args[1] = {static_cast<uint8_t>(shm::v1::ArgKind::kScalar), 5 /* I32 */, {}, 7};
+  }
+
+  std::unique_ptr<Client> owner_;
+  std::unique_ptr<client::Queue> queue_;
+  client::Kernel kernel_;
+  client::Buffer buffer_;
+};
+
+TEST_F(ShmRobustness, AGoodRecordLaunches) {
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+  fill_launch(c.slot());
+  c.publish();
+  auto done = c.next();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->code, 0) << c.message(*done);
+  EXPECT_NE(done->event, 0u);
+}
+
+TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+  struct Case {
+    std::function<void(SubmitRecord&)> spoil;
+    int code;
+    std::string text;
+  };
+  const std::vector<Case> cases = {
+      {[](SubmitRecord& r) { r.op = 99; }, 3, "operation 99"},
+      {[](SubmitRecord& r) { r.rank = 9; }, 3, "rank 9"},
+      {[](SubmitRecord& r) { r.nargs = 5000; }, 3, "5000 arguments"},
+      {[](SubmitRecord& r) { r.args[0].kind = 77; }, 3, "argument 0 has kind 77"},
+      {[](SubmitRecord& r) { r.args[1].scalar = 200; }, 3, "scalar type 200"},
+      {[](SubmitRecord& r) { r.extents[0] = -5; }, 3, "negative extent -5"},
+      {[](SubmitRecord& r) { r.nargs = 1; }, 3, "takes 2 arguments, the launch gave 1"},
+      {[](SubmitRecord& r) { r.kernel = 424242; }, 5, "no kernel 424242"},
+      {[](SubmitRecord& r) { r.args[0].value = 31337; }, 5, "names buffer 31337"},
+      {[](SubmitRecord& r) {
+         r.op = static_cast<uint32_t>(Op::kCopyIn);
+         r.buffer = 1;
+         r.size = 64;
+         r.arena_offset = kArenaBytes - 8;
+       }, 3, "does not fit in the"},
+      {[](SubmitRecord& r) {
+         r.op = static_cast<uint32_t>(Op::kWait);
+         r.event = 99999;
+       }, 3, "event 99999 was never issued"},
+  };
+  for (const Case& k : cases) {
+    SubmitRecord& r = c.slot();
+    fill_launch(r);
+    k.spoil(r);
+    c.publish();
+    auto done = c.next();
+    ASSERT_TRUE(done) << k.text;
+    EXPECT_EQ(done->code, k.code) << k.text << ": " << c.message(*done);
+    EXPECT_THAT(c.message(*done), HasSubstr(k.text));
+  }
+  // The channel still serves a good record.
+  fill_launch(c.slot());
+  c.publish();
+  auto done = c.next();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->code, 0) << c.message(*done);
+}
+
+TEST_F(ShmRobustness, RecordsNamingAnotherSessionsObjectsAreNotFound) {
+  auto stranger = connect(daemon().unix_uri() + "?transport=grpc", "stranger");
+  auto their_queue = stranger->create_queue();
+  ASSERT_TRUE(their_queue.ok());
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), stranger->session_id(), (*their_queue)->handle()).code, 0);
+  fill_launch(c.slot());  // the owner's kernel and buffer handles
+  c.publish();
+  auto done = c.next();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->code, 5) << c.message(*done);
+}
+
+TEST_F(ShmRobustness, ABadHelloIsRefused) {
+  RawChannel bogus;
+  Reply r = bogus.open(shm_path(), "ffffffffffffffffffffffffffffffff", 1);
+  EXPECT_EQ(r.code, 5);
+  EXPECT_THAT(std::string(r.message, r.message_length), HasSubstr("no open session"));
+  RawChannel foreign_queue;
+  r = foreign_queue.open(shm_path(), owner_->session_id(), 987654);
+  EXPECT_EQ(r.code, 5);
+  EXPECT_THAT(std::string(r.message, r.message_length), HasSubstr("no queue 987654"));
+  RawChannel short_hello;
+  r = short_hello.open(shm_path(), owner_->session_id(), queue_->handle(), 7);
+  EXPECT_EQ(r.code, 3);
+  EXPECT_THAT(std::string(r.message, r.message_length), HasSubstr("got 7 bytes"));
+}
+
+TEST_F(ShmRobustness, OutOfRangeRingIndicesEndTheChannel) {
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+  c.header()->submit.tail.store(100000);
+  notify(&c.header()->submit.tail, &c.header()->submit.consumer_waiting);
+  ASSERT_TRUE(c.closed_within(std::chrono::seconds(5)));
+  EXPECT_THAT(c.close_reason(), HasSubstr("submission ring indices out of range"));
+}
+
+TEST_F(ShmRobustness, AClientThatStopsReadingCompletionsLosesItsChannel) {
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+  for (uint32_t i = 0; i < kCompletionSlots + 8; ++i) {
+    while (c.tail() - c.header()->submit.head.load() >= kSubmitSlots && !c.header()->closed.load())
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a well-behaved producer
+    SubmitRecord& r = c.slot();
+    r.op = static_cast<uint32_t>(Op::kWait);
+    c.publish();
+  }
+  ASSERT_TRUE(c.closed_within(std::chrono::seconds(10)));
+  EXPECT_THAT(c.close_reason(), HasSubstr("read no completion for 300 ms"));
+}
+
+TEST_F(ShmRobustness, AClientKilledMidLaunchIsReclaimed) {
+  auto observer = connect(daemon().tcp_uri(), "observer");
+  const auto before = observer->status();
+  ASSERT_TRUE(before.ok());
+  const std::string ready = "/tmp/kad-shm-hold-" + std::to_string(getpid());
+  std::filesystem::remove(ready);
+  const pid_t holder = testing::spawn({KAD_TEST_CLIENT_PATH, daemon().unix_uri() + "?transport=shm", "hold", ready});
+  for (int i = 0; i < 3000 && !std::filesystem::exists(ready); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(ready));
+  kill(holder, SIGKILL);
+  testing::wait_exit(holder);
+  std::filesystem::remove(ready);
+  client::ServiceStatus after;
+  for (int i = 0; i < 500; ++i) {
+    after = *observer->status();
+    if (after.sessions == before->sessions && after.buffers == before->buffers) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_EQ(after.sessions, before->sessions);
+  EXPECT_EQ(after.buffers, before->buffers);
+  EXPECT_EQ(after.queues, before->queues);
+}
+
+}  // namespace
+}  // namespace kad
