@@ -1,10 +1,18 @@
 #include "server/shm_decode.h"
 
 #include "absl/strings/str_format.h"
-#include "kad/v1/kad.pb.h"
-#include "server/wire.h"
 
 namespace kad::server {
+namespace {
+
+// kad.v1.ScalarType numbering (1 = I8 ... 11 = F64), core's order from kI8.
+bool to_scalar(uint8_t wire, ScalarType* out) {
+  if (wire < 1 || wire > 11) return false;
+  *out = static_cast<ScalarType>(static_cast<uint8_t>(ScalarType::kI8) + wire - 1);
+  return true;
+}
+
+}  // namespace
 
 absl::Status decode_launch(const shm::v1::SubmitRecord& r, uint64_t queue, DecodedLaunch* out) {
   using shm::v1::kMaxRank;
@@ -50,17 +58,14 @@ absl::Status decode_launch(const shm::v1::SubmitRecord& r, uint64_t queue, Decod
         k.kind = ArgKind::kLocal;
         k.local_bytes = a.value;
         break;
-      case shm::v1::ArgKind::kScalar: {
-        absl::StatusOr<ScalarType> t = to_scalar_type(static_cast<v1::ScalarType>(a.scalar));
-        if (!t.ok()) {
-          return absl::InvalidArgumentError(
-              absl::StrFormat("argument %d: %s", i, t.status().message()));
+      case shm::v1::ArgKind::kScalar:
+        if (!to_scalar(a.scalar, &k.scalar)) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "argument %d: scalar type %d is not a kad.v1.ScalarType", i, a.scalar));
         }
         k.kind = ArgKind::kScalar;
-        k.scalar = *t;
         k.bits = a.value;
         break;
-      }
       default:
         return absl::InvalidArgumentError(
             absl::StrFormat("argument %d has kind %d, not buffer, scalar or local", i, a.kind));

@@ -233,6 +233,11 @@ class ShmTransport final : public Queue::Transport {
     }
     std::memcpy(&done_, &completion_slots_[head_ % kCompletionSlots], sizeof(done_));
     ++head_;
+    if (done_.tag != next_answer_) {  // answers come in submission order, each once
+      return absl::InternalError(absl::StrFormat(
+          "kad answered record %d where record %d's answer was due", done_.tag, next_answer_));
+    }
+    ++next_answer_;
     ring.head.store(head_, std::memory_order_release);
     notify(&ring.head, &ring.producer_waiting);
     --pending_;
@@ -280,6 +285,7 @@ class ShmTransport final : public Queue::Transport {
   uint32_t tail_ = 0;  // submission records published
   uint32_t head_ = 0;  // completion records consumed
   uint64_t next_tag_ = 1;
+  uint64_t next_answer_ = 1;  // the tag the next completion must carry
   int pending_ = 0;    // records without an answer read
   CompletionRecord done_{};
   absl::Status deferred_;

@@ -152,3 +152,29 @@ kernel void slow(KAD_CONTEXT, global long* out) {
 
 }  // namespace
 }  // namespace kad
+
+namespace kad {
+namespace {
+
+TEST_F(Sessions, SixteenClientProcessesLaunchThousandsEachWithExactCounts) {
+  auto observer = connect(daemon().tcp_uri(), "observer");
+  const auto before = observer->status();
+  ASSERT_TRUE(before.ok());
+  constexpr int kClients = 16, kLaunches = 1500;
+  std::vector<pid_t> clients;
+  for (int c = 0; c < kClients; ++c) {
+    // Most over shared memory; a few over gRPC, to mix transports.
+    const std::string uri = c % 4 == 3 ? daemon().tcp_uri() : daemon().unix_uri();
+    clients.push_back(testing::spawn({KAD_TEST_CLIENT_PATH, uri, "stress",
+                                      std::to_string(kLaunches), std::to_string(c + 1)}));
+  }
+  for (pid_t p : clients) EXPECT_EQ(testing::wait_exit(p), 0);
+  const auto after = observer->status();
+  ASSERT_TRUE(after.ok());
+  // Every launch ran exactly once: none lost, none duplicated.
+  EXPECT_EQ(after->launches - before->launches, uint64_t{kClients} * kLaunches);
+  EXPECT_EQ(after->queue_depth, 0u);
+}
+
+}  // namespace
+}  // namespace kad

@@ -2,6 +2,7 @@
 //   kad_test_client URI launches N SEED   N verified launches; exit 0 when all correct
 //   kad_test_client URI hold READY_FILE   holds buffers and launches until killed
 //   kad_test_client URI pipeline N        N launches, one wait at the end, verified once
+//   kad_test_client URI stress N SEED     N pipelined launches, verified every 50
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -75,6 +76,32 @@ int main(int argc, char** argv) {
       return fail("read", s);
     for (int64_t i = 0; i < n; ++i)
       if (host[i] != static_cast<int32_t>(i) * 5 + count - 1) return 1;
+    return 0;
+  }
+
+  if (mode == "stress") {
+    const int32_t count = std::atoi(argv[3]);
+    const int32_t seed = argc > 4 ? std::atoi(argv[4]) : 1;
+    std::vector<int32_t> host(n);
+    for (int32_t k = 0; k < count; ++k) {
+      const Arg args[] = {Arg::buffer(*out), Arg::scalar(seed), Arg::scalar(k)};
+      const kad::client::Dims range{n};
+      if (auto s = (*queue)->submit(*kernel, &range, nullptr, args); !s.ok()) return fail("submit", s);
+      if (k % 50 == 49 || k == count - 1) {
+        if (auto s = (*queue)->wait(); !s.ok()) return fail("wait", s);
+        if (auto s = (*queue)->read(*out, 0, std::as_writable_bytes(std::span(host))); !s.ok())
+          return fail("read", s);
+        for (int64_t i = 0; i < n; ++i) {
+          if (host[i] != static_cast<int32_t>(i) * seed + k) {
+            std::fprintf(stderr, "kad_test_client: after launch %d element %lld is %d\n", k,
+                         static_cast<long long>(i), host[i]);
+            return 1;
+          }
+        }
+      }
+    }
+    std::printf("%d launches submitted and verified (%s)\n", count,
+                (*queue)->shared_memory() ? "shared memory" : "gRPC");
     return 0;
   }
 

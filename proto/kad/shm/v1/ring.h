@@ -17,7 +17,7 @@ namespace kad::shm::v1 {
 
 // Spins before sleeping: a futex wake-up costs ~13 us on a small VM, a spin
 // round trip ~0.5 us (DESIGN §9).
-inline constexpr int kSpinIterations = 20000;
+inline constexpr int kSpinIterations = 4000;
 
 inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) {
   timespec ts{static_cast<time_t>(timeout_ns / 1000000000), static_cast<long>(timeout_ns % 1000000000)};
