@@ -40,6 +40,9 @@ struct DeviceInfo {
   std::string driver_version;
   std::string toolchain_version;   // part of every specialisation key
   bool is_cpu = false;
+  // The device computes on host memory directly (PoCL, integrated GPUs): a
+  // buffer can live in memory kad shares with a client (zero-copy).
+  bool host_visible = false;
   DeviceLimits limits;             // queried once, when the backend starts
   std::vector<ModuleFormat> formats;  // what the device consumes
 };
@@ -107,6 +110,13 @@ class Device {
   virtual ~Device() = default;
   virtual const DeviceInfo& info() const = 0;
   virtual absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) = 0;
+  // A buffer over host memory the caller owns and keeps mapped until the
+  // buffer is destroyed and no command uses it. Host-visible devices only.
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(void* host, uint64_t bytes) {
+    (void)host;
+    (void)bytes;
+    return absl::UnimplementedError(info().id + " cannot use host memory as device memory");
+  }
   virtual absl::StatusOr<std::unique_ptr<Queue>> create_queue() = 0;
   // Per-kernel compiler options this backend adds (for example a maximum
   // thread count equal to a static workgroup size). Part of the cache key.

@@ -3,6 +3,10 @@
 #include <algorithm>
 #include <array>
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
 #include "core/launch.h"
@@ -18,7 +22,28 @@ std::string new_session_id() {
                          absl::Uniform<uint64_t>(*gen));
 }
 
+absl::StatusOr<std::unique_ptr<HostMemory>> make_host_memory(uint64_t bytes) {
+  auto m = std::make_unique<HostMemory>();
+  m->bytes = bytes;
+  m->fd = memfd_create("kad-buffer", MFD_CLOEXEC);
+  if (m->fd < 0 || ftruncate(m->fd, static_cast<off_t>(bytes)) != 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot create %d bytes of shared memory", bytes));
+  }
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
+  if (p == MAP_FAILED) {
+    return absl::ResourceExhaustedError(absl::StrFormat("cannot map %d bytes", bytes));
+  }
+  m->data = p;
+  return m;
+}
+
 }  // namespace
+
+HostMemory::~HostMemory() {
+  if (data) munmap(data, bytes);
+  if (fd >= 0) close(fd);
+}
 
 Engine::Engine(DeviceRegistry registry, EngineLimits limits)
     : registry_(std::move(registry)), limits_(limits) {
@@ -117,8 +142,9 @@ absl::StatusOr<Buffer*> Engine::find_buffer(Session& s, uint64_t buffer) {
   return it->second.buffer.get();
 }
 
-absl::StatusOr<uint64_t> Engine::allocate_buffer(Session& s, absl::string_view device_id,
-                                                 uint64_t size) {
+absl::StatusOr<Engine::AllocatedBuffer> Engine::allocate_buffer(Session& s,
+                                                                absl::string_view device_id,
+                                                                uint64_t size) {
   absl::StatusOr<Device*> device = device_for(device_id);
   if (!device.ok()) return device.status();
   absl::MutexLock lock(&s.mu);
@@ -128,12 +154,42 @@ absl::StatusOr<uint64_t> Engine::allocate_buffer(Session& s, absl::string_view d
         "a buffer of %d bytes would take the session past its quota of %d bytes (%d in use)", size,
         limits_.max_buffer_bytes_per_session, s.buffer_bytes));
   }
-  absl::StatusOr<std::unique_ptr<Buffer>> b = (*device)->allocate(size);
-  if (!b.ok()) return b.status();
+  SessionBuffer entry;
+  entry.device = *device;
+  if (limits_.zero_copy && (*device)->info().host_visible && size > 0 &&
+      size <= (*device)->info().limits.max_allocation_bytes) {
+    absl::StatusOr<std::unique_ptr<HostMemory>> host = make_host_memory(size);
+    if (!host.ok()) return host.status();
+    absl::StatusOr<std::unique_ptr<Buffer>> b = (*device)->import_host_memory((*host)->data, size);
+    if (!b.ok()) return b.status();
+    entry.host = *std::move(host);
+    entry.buffer = *std::move(b);
+  } else {
+    absl::StatusOr<std::unique_ptr<Buffer>> b = (*device)->allocate(size);
+    if (!b.ok()) return b.status();
+    entry.buffer = *std::move(b);
+  }
   const uint64_t handle = s.next_handle();
-  s.buffers.emplace(handle, SessionBuffer{*std::move(b), *device});
+  const bool host_visible = entry.host != nullptr;
+  s.buffers.emplace(handle, std::move(entry));
   s.buffer_bytes += size;
-  return handle;
+  return AllocatedBuffer{handle, host_visible};
+}
+
+absl::StatusOr<Engine::MappedBuffer> Engine::map_buffer(Session& s, uint64_t buffer) {
+  absl::MutexLock lock(&s.mu);
+  auto it = s.buffers.find(buffer);
+  if (it == s.buffers.end()) {
+    return absl::NotFoundError(absl::StrFormat("session has no buffer %d", buffer));
+  }
+  if (!it->second.host) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "buffer %d lives in device memory of %s: copy it instead of mapping it", buffer,
+        it->second.device->info().id));
+  }
+  const int fd = fcntl(it->second.host->fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return absl::ResourceExhaustedError("cannot duplicate the buffer's memfd");
+  return MappedBuffer{fd, it->second.host->bytes};
 }
 
 absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
@@ -142,8 +198,19 @@ absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
   if (it == s.buffers.end()) {
     return absl::NotFoundError(absl::StrFormat("session has no buffer %d", buffer));
   }
-  // Launches already queued keep the memory alive in the driver (OpenCL
-  // retains a buffer for every enqueued command that uses it).
+  // Launches already queued keep device memory alive in the driver (OpenCL
+  // retains a buffer for every enqueued command that uses it). Shared host
+  // memory is unmapped at once, so it may not go while launches are queued.
+  if (it->second.host) {
+    for (const auto& [h, q] : s.queues) {
+      if (q->last_event.load() > q->last_waited.load()) {
+        return absl::FailedPreconditionError(absl::StrFormat(
+            "buffer %d is shared memory and queue %d has launches not yet waited for: wait, "
+            "then free",
+            buffer, h));
+      }
+    }
+  }
   s.buffer_bytes -= it->second.buffer->size();
   s.buffers.erase(it);
   return absl::OkStatus();

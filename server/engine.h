@@ -23,6 +23,7 @@ struct EngineLimits {
   uint64_t max_sessions = 1024;
   uint64_t max_buffer_bytes_per_session = uint64_t{64} << 30;  // device memory quota
   uint64_t max_objects_per_session = 1 << 20;                  // handles of any kind
+  bool zero_copy = true;  // buffers on host-visible devices live in memory clients can map
 };
 
 struct EngineCounters {
@@ -61,7 +62,18 @@ class Engine {
   // NOT_FOUND (or FAILED_PRECONDITION when empty) for an id that names no open session.
   absl::StatusOr<std::shared_ptr<Session>> session(absl::string_view id);
 
-  absl::StatusOr<uint64_t> allocate_buffer(Session& s, absl::string_view device_id, uint64_t size);
+  struct AllocatedBuffer {
+    uint64_t handle;
+    bool host_visible;  // the client may map it (map_buffer)
+  };
+  absl::StatusOr<AllocatedBuffer> allocate_buffer(Session& s, absl::string_view device_id,
+                                                  uint64_t size);
+  // A new fd of a zero-copy buffer's memory, for its own session's client.
+  struct MappedBuffer {
+    int fd;  // the caller closes it
+    uint64_t bytes;
+  };
+  absl::StatusOr<MappedBuffer> map_buffer(Session& s, uint64_t buffer);
   absl::Status free_buffer(Session& s, uint64_t buffer);
   absl::Status write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                             std::span<const std::byte> data);

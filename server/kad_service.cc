@@ -107,9 +107,10 @@ grpc::Status KadService::AllocateBuffer(grpc::ServerContext* context,
                                         v1::AllocateBufferResponse* response) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
-  absl::StatusOr<uint64_t> b = engine_.allocate_buffer(**s, request->device_id(), request->size());
+  auto b = engine_.allocate_buffer(**s, request->device_id(), request->size());
   if (!b.ok()) return to_grpc(b.status());
-  response->set_buffer(*b);
+  response->set_buffer(b->handle);
+  response->set_host_visible(b->host_visible);
   return grpc::Status::OK;
 }
 

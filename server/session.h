@@ -16,7 +16,18 @@
 
 namespace kad::server {
 
+// Memory shared with the client: a memfd mapped into kad (and, on request,
+// into the client) that a host-visible device computes on directly.
+struct HostMemory {
+  int fd = -1;
+  void* data = nullptr;
+  uint64_t bytes = 0;
+  ~HostMemory();
+};
+
 struct SessionBuffer {
+  // Declared first so that it is destroyed last: the device buffer over it goes first.
+  std::unique_ptr<HostMemory> host;
   std::unique_ptr<Buffer> buffer;
   Device* device = nullptr;
 };

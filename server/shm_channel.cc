@@ -24,11 +24,13 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
                                                                ShmOptions options) {
   std::unique_ptr<ShmChannel> c(new ShmChannel(engine, std::move(session), queue, socket, options));
   c->memfd_ = memfd_create("kad-shm-channel", MFD_CLOEXEC);
-  if (c->memfd_ < 0 || ftruncate(c->memfd_, kChannelBytes) != 0) {
+  void* p = MAP_FAILED;
+  if (c->memfd_ >= 0 && ftruncate(c->memfd_, kChannelBytes) == 0)
+    p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd_, 0);
+  if (p == MAP_FAILED) {
+    c->socket_ = -1;  // still the caller's, to refuse with
     return absl::ResourceExhaustedError("cannot create the channel's shared memory");
   }
-  void* p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd_, 0);
-  if (p == MAP_FAILED) return absl::ResourceExhaustedError("cannot map the channel's memory");
   c->memory_ = static_cast<uint8_t*>(p);
   c->header_ = new (p) ChannelHeader();
   ChannelHeader& h = *c->header_;

@@ -93,23 +93,43 @@ void ShmListener::accept_loop() {
 void ShmListener::serve_hello(int fd) {
   timeval timeout{2, 0};  // a client that connects and says nothing is dropped
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  Hello hello{};
-  const ssize_t n = recv(fd, &hello, sizeof(hello), 0);
+  union {
+    uint32_t request;
+    Hello hello;
+    MapBuffer map;
+  } message{};
+  const ssize_t n = recv(fd, &message, sizeof(message), 0);
   auto refuse = [&](const absl::Status& s) {
     send_reply(fd, s, -1, 0);
     close(fd);
   };
-  if (n != static_cast<ssize_t>(sizeof(hello)) || hello.request != static_cast<uint32_t>(Request::kHello)) {
-    return refuse(absl::InvalidArgumentError(absl::StrFormat(
-        "expected a Hello of %d bytes, got %d bytes", sizeof(hello), n)));
+  auto session_of = [&](const char (&id)[64]) {
+    return engine_.session(std::string(id, strnlen(id, sizeof(id))));
+  };
+  if (n == static_cast<ssize_t>(sizeof(MapBuffer)) &&
+      message.request == static_cast<uint32_t>(Request::kMapBuffer)) {
+    absl::StatusOr<std::shared_ptr<Session>> session = session_of(message.map.session_id);
+    if (!session.ok()) return refuse(session.status());
+    absl::StatusOr<Engine::MappedBuffer> mapped = engine_.map_buffer(**session, message.map.buffer);
+    if (!mapped.ok()) return refuse(mapped.status());
+    send_reply(fd, absl::OkStatus(), mapped->fd, mapped->bytes);
+    ::close(mapped->fd);
+    close(fd);
+    return;
   }
+  if (n != static_cast<ssize_t>(sizeof(Hello)) ||
+      message.request != static_cast<uint32_t>(Request::kHello)) {
+    return refuse(absl::InvalidArgumentError(absl::StrFormat(
+        "expected a Hello of %d bytes or a MapBuffer of %d bytes, got %d bytes", sizeof(Hello),
+        sizeof(MapBuffer), n)));
+  }
+  const Hello& hello = message.hello;
   if (hello.version != kVersion) {
     return refuse(absl::FailedPreconditionError(absl::StrFormat(
         "shared-memory protocol version %d is not supported; kad speaks %d", hello.version,
         kVersion)));
   }
-  const std::string id(hello.session_id, strnlen(hello.session_id, sizeof(hello.session_id)));
-  absl::StatusOr<std::shared_ptr<Session>> session = engine_.session(id);
+  absl::StatusOr<std::shared_ptr<Session>> session = session_of(hello.session_id);
   if (!session.ok()) return refuse(session.status());
   if (absl::Status q = engine_.check_queue(**session, hello.queue); !q.ok()) return refuse(q);
   ucred peer{};
@@ -120,8 +140,8 @@ void ShmListener::serve_hello(int fd) {
       ShmChannel::create(engine_, *session, hello.queue, fd, options_);
   if (!channel.ok()) return refuse(channel.status());
   if (!send_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes)) return;  // closes fd
-  spdlog::debug("session {}: queue {} on shared memory (pid {}, uid {})", id, hello.queue,
-                peer.pid, peer.uid);
+  spdlog::debug("session {}: queue {} on shared memory (pid {}, uid {})", (*session)->id(),
+                hello.queue, peer.pid, peer.uid);
   (*channel)->start();
   absl::MutexLock lock(&mu_);
   channels_.push_back(*std::move(channel));

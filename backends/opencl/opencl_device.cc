@@ -77,6 +77,9 @@ absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
   absl::StatusOr<cl_device_type> type = device_value<cl_device_type>(*api, device, CL_DEVICE_TYPE);
   if (!type.ok()) return type.status();
   info.is_cpu = (*type & CL_DEVICE_TYPE_CPU) != 0;
+  absl::StatusOr<cl_bool> unified =
+      device_value<cl_bool>(*api, device, CL_DEVICE_HOST_UNIFIED_MEMORY);
+  info.host_visible = info.is_cpu && unified.ok() && *unified;
   info.formats = {ModuleFormat::kOpenClC};
   if (absl::Status s = query_limits(*api, device, &info.limits); !s.ok()) return s;
 
@@ -92,7 +95,8 @@ OpenClDevice::~OpenClDevice() {
   if (context_) api_->clReleaseContext(context_);
 }
 
-absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::allocate(uint64_t bytes) {
+absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::create_buffer(cl_mem_flags flags, void* host,
+                                                                    uint64_t bytes) {
   if (bytes == 0) return absl::InvalidArgumentError("cannot allocate a buffer of 0 bytes");
   if (bytes > info_.limits.max_allocation_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
@@ -103,11 +107,22 @@ absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::allocate(uint64_t bytes) {
   cl_mem mem;
   {
     DriverScope scope;
-    mem = api_->clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err);
+    mem = api_->clCreateBuffer(context_, flags, bytes, host, &err);
   }
   if (absl::Status s = cl_status(err, "clCreateBuffer", absl::StrCat(bytes, " bytes")); !s.ok())
     return s;
   return std::make_unique<OpenClBuffer>(*this, mem, bytes);
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::allocate(uint64_t bytes) {
+  return create_buffer(CL_MEM_READ_WRITE, nullptr, bytes);
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::import_host_memory(void* host,
+                                                                         uint64_t bytes) {
+  if (!info_.host_visible) return Device::import_host_memory(host, bytes);
+  // On a host-unified device, CL_MEM_USE_HOST_PTR computes on this memory itself.
+  return create_buffer(CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, host, bytes);
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> OpenClDevice::create_queue() {

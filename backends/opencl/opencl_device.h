@@ -20,6 +20,7 @@ class OpenClDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
   absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(void* host, uint64_t bytes) override;
   absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
 
@@ -30,6 +31,9 @@ class OpenClDevice final : public Device {
  private:
   OpenClDevice(std::shared_ptr<const OpenClApi> api, cl_device_id device)
       : api_(std::move(api)), device_(device) {}
+
+  absl::StatusOr<std::unique_ptr<Buffer>> create_buffer(cl_mem_flags flags, void* host,
+                                                        uint64_t bytes);
 
   std::shared_ptr<const OpenClApi> api_;
   cl_device_id device_;

@@ -3,6 +3,9 @@
 #include "client/src/connection.h"
 
 #include <grpcpp/grpcpp.h>
+#include <sys/mman.h>
+
+#include <cstring>
 
 #include <algorithm>
 
@@ -45,8 +48,16 @@ void register_inproc(InprocChannelFactory factory) {
   g_inproc = new InprocChannelFactory(std::move(factory));
 }
 
-Queue::Queue(uint64_t handle, std::unique_ptr<Transport> transport)
-    : handle_(handle), transport_(std::move(transport)) {}
+Connection::~Connection() {
+  session_context.TryCancel();
+  if (session_stream) session_stream->Finish().ok();
+  absl::MutexLock lock(&mappings_mu);
+  for (auto& [handle, m] : mappings) munmap(m.data, m.bytes);
+}
+
+Queue::Queue(std::shared_ptr<Connection> connection, uint64_t handle,
+             std::unique_ptr<Transport> transport)
+    : connection_(std::move(connection)), handle_(handle), transport_(std::move(transport)) {}
 Queue::~Queue() = default;
 
 bool Queue::shared_memory() const { return transport_->shared_memory(); }
@@ -64,12 +75,37 @@ absl::Status Queue::submit(const Kernel& kernel, const Dims* ndrange, const Dims
 
 absl::Status Queue::wait(uint64_t event) { return transport_->wait(event); }
 
+namespace {
+
+absl::Status check_range(const Connection::Mapping& m, uint64_t offset, uint64_t size) {
+  uint64_t end;
+  if (__builtin_add_overflow(offset, size, &end) || end > m.bytes) {
+    return absl::OutOfRangeError(absl::StrFormat(
+        "range of %d bytes at offset %d does not fit in a buffer of %d bytes", size, offset,
+        m.bytes));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status Queue::write(const Buffer& buffer, uint64_t offset, std::span<const std::byte> data) {
-  return transport_->write(buffer, offset, data);
+  const Connection::Mapping m = connection_->mapping(buffer.handle);
+  if (m.data == nullptr) return transport_->write(buffer, offset, data);
+  // Zero-copy: once what was submitted before is done, write the device's memory itself.
+  if (absl::Status s = check_range(m, offset, data.size()); !s.ok()) return s;
+  if (absl::Status s = transport_->wait(0); !s.ok()) return s;
+  if (!data.empty()) std::memcpy(m.data + offset, data.data(), data.size());
+  return absl::OkStatus();
 }
 
 absl::Status Queue::read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) {
-  return transport_->read(buffer, offset, data);
+  const Connection::Mapping m = connection_->mapping(buffer.handle);
+  if (m.data == nullptr) return transport_->read(buffer, offset, data);
+  if (absl::Status s = check_range(m, offset, data.size()); !s.ok()) return s;
+  if (absl::Status s = transport_->wait(0); !s.ok()) return s;
+  if (!data.empty()) std::memcpy(data.data(), m.data + offset, data.size());
+  return absl::OkStatus();
 }
 
 }  // namespace client
@@ -203,7 +239,18 @@ absl::StatusOr<client::Buffer> Client::allocate(uint64_t bytes, absl::string_vie
   if (auto s = client::from_grpc(connection_->stub->AllocateBuffer(&context, request, &response));
       !s.ok())
     return s;
-  return client::Buffer{response.buffer(), bytes};
+  client::Buffer buffer{response.buffer(), bytes, false};
+  if (response.host_visible() && !connection_->unix_path.empty() &&
+      connection_->transport != client::TransportChoice::kGrpc) {
+    // Zero-copy when kad shares the memory; copies otherwise.
+    auto m = client::map_shared_buffer(*connection_, buffer.handle);
+    if (m.ok()) {
+      absl::MutexLock lock(&connection_->mappings_mu);
+      connection_->mappings[buffer.handle] = *m;
+      buffer.mapped = true;
+    }
+  }
+  return buffer;
 }
 
 absl::Status Client::free(const client::Buffer& buffer) {
@@ -212,7 +259,26 @@ absl::Status Client::free(const client::Buffer& buffer) {
   v1::FreeBufferRequest request;
   request.set_buffer(buffer.handle);
   v1::FreeBufferResponse response;
-  return client::from_grpc(connection_->stub->FreeBuffer(&context, request, &response));
+  absl::Status s = client::from_grpc(connection_->stub->FreeBuffer(&context, request, &response));
+  if (s.ok()) {
+    absl::MutexLock lock(&connection_->mappings_mu);
+    if (auto it = connection_->mappings.find(buffer.handle); it != connection_->mappings.end()) {
+      munmap(it->second.data, it->second.bytes);
+      connection_->mappings.erase(it);
+    }
+  }
+  return s;
+}
+
+absl::StatusOr<std::span<std::byte>> Client::map(const client::Buffer& buffer) {
+  const client::Connection::Mapping m = connection_->mapping(buffer.handle);
+  if (m.data == nullptr) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "buffer %d is not mapped into this process (a local shared-memory connection and a "
+        "host-visible device are needed)",
+        buffer.handle));
+  }
+  return std::span<std::byte>(m.data, m.bytes);
 }
 
 absl::StatusOr<client::Module> Client::load_module(absl::string_view source) {
@@ -267,11 +333,12 @@ absl::StatusOr<std::unique_ptr<client::Queue>> Client::create_queue(absl::string
   const uint64_t queue = response.queue();
   if (connection_->transport != client::TransportChoice::kGrpc && !connection_->unix_path.empty()) {
     auto shm = client::make_shm_transport(connection_, queue);
-    if (shm.ok()) return std::unique_ptr<client::Queue>(new client::Queue(queue, *std::move(shm)));
+    if (shm.ok())
+      return std::unique_ptr<client::Queue>(new client::Queue(connection_, queue, *std::move(shm)));
     if (connection_->transport == client::TransportChoice::kShm) return shm.status();
   }
   return std::unique_ptr<client::Queue>(
-      new client::Queue(queue, client::make_grpc_transport(connection_, queue)));
+      new client::Queue(connection_, queue, client::make_grpc_transport(connection_, queue)));
 }
 
 }  // namespace kad

@@ -7,6 +7,9 @@
 #include <memory>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
 #include "absl/status/status.h"
 #include "kad/client.h"
 #include "kad/v1/kad.grpc.pb.h"
@@ -32,10 +35,22 @@ class Connection {
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream;
 
   void attach(grpc::ClientContext& context) const { context.AddMetadata("kad-session", session_id); }
-  ~Connection() {
-    session_context.TryCancel();
-    if (session_stream) session_stream->Finish().ok();
+
+  // Zero-copy buffers mapped into this process, by handle.
+  struct Mapping {
+    std::byte* data = nullptr;
+    uint64_t bytes = 0;
+  };
+  absl::Mutex mappings_mu;
+  absl::flat_hash_map<uint64_t, Mapping> mappings ABSL_GUARDED_BY(mappings_mu);
+  // The mapping of `handle`, or {} when it is not mapped. Allocates nothing.
+  Mapping mapping(uint64_t handle) {
+    absl::MutexLock lock(&mappings_mu);
+    auto it = mappings.find(handle);
+    return it == mappings.end() ? Mapping{} : it->second;
   }
+
+  ~Connection();
 };
 
 class Queue::Transport {
@@ -58,6 +73,9 @@ std::unique_ptr<Queue::Transport> make_grpc_transport(std::shared_ptr<Connection
 // Opens the queue's shared-memory channel; fails when kad offers none.
 absl::StatusOr<std::unique_ptr<Queue::Transport>> make_shm_transport(
     std::shared_ptr<Connection> connection, uint64_t queue);
+
+// Maps a zero-copy buffer through the shared-memory side socket.
+absl::StatusOr<Connection::Mapping> map_shared_buffer(const Connection& connection, uint64_t buffer);
 
 // Streams a large write or read through WriteBuffer / ReadBuffer.
 absl::Status write_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,

@@ -21,6 +21,47 @@ namespace {
 
 using namespace shm::v1;
 
+// Connects to the side socket; -1 with errno set on failure.
+int connect_side_socket(const std::string& path) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(addr.sun_path)) return -1;
+  std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd >= 0 && connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Receives kad's Reply and the fd that comes with a successful one.
+absl::StatusOr<std::pair<Reply, int>> receive_reply(int socket) {
+  Reply reply{};
+  iovec io{&reply, sizeof(reply)};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  msghdr msg{};
+  msg.msg_iov = &io;
+  msg.msg_iovlen = 1;
+  msg.msg_control = control;
+  msg.msg_controllen = sizeof(control);
+  if (recvmsg(socket, &msg, MSG_CMSG_CLOEXEC) != sizeof(reply)) {
+    return absl::UnavailableError("kad did not answer on the shared-memory socket");
+  }
+  if (reply.code != 0) {
+    return absl::Status(static_cast<absl::StatusCode>(reply.code),
+                        std::string(reply.message,
+                                    std::min<size_t>(reply.message_length, sizeof(reply.message))));
+  }
+  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
+  if (cm == nullptr || cm->cmsg_type != SCM_RIGHTS) {
+    return absl::InternalError("kad's shared-memory answer carried no memory");
+  }
+  int fd;
+  std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  return std::make_pair(reply, fd);
+}
+
 class ShmTransport final : public Queue::Transport {
  public:
   ~ShmTransport() override {
@@ -31,13 +72,8 @@ class ShmTransport final : public Queue::Transport {
   static absl::StatusOr<std::unique_ptr<ShmTransport>> open(const Connection& c, uint64_t queue) {
     std::unique_ptr<ShmTransport> t(new ShmTransport());
     const std::string path = c.unix_path + ".shm";
-    sockaddr_un addr{};
-    addr.sun_family = AF_UNIX;
-    if (path.size() >= sizeof(addr.sun_path)) return absl::InvalidArgumentError("path too long");
-    std::strncpy(addr.sun_path, path.c_str(), sizeof(addr.sun_path) - 1);
-    t->socket_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-    if (t->socket_ < 0 ||
-        connect(t->socket_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    t->socket_ = connect_side_socket(path);
+    if (t->socket_ < 0) {
       return absl::UnavailableError(
           absl::StrFormat("kad offers no shared memory at %s: %s", path, std::strerror(errno)));
     }
@@ -50,28 +86,9 @@ class ShmTransport final : public Queue::Transport {
     if (send(t->socket_, &hello, sizeof(hello), MSG_NOSIGNAL) != sizeof(hello)) {
       return absl::UnavailableError("cannot send the shared-memory hello to kad");
     }
-    Reply reply{};
-    iovec io{&reply, sizeof(reply)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    msghdr msg{};
-    msg.msg_iov = &io;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    if (recvmsg(t->socket_, &msg, MSG_CMSG_CLOEXEC) != sizeof(reply)) {
-      return absl::UnavailableError("kad did not answer the shared-memory hello");
-    }
-    if (reply.code != 0) {
-      return absl::Status(static_cast<absl::StatusCode>(reply.code),
-                          std::string(reply.message, std::min<size_t>(reply.message_length,
-                                                                      sizeof(reply.message))));
-    }
-    cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-    if (cm == nullptr || cm->cmsg_type != SCM_RIGHTS) {
-      return absl::InternalError("kad's shared-memory answer carried no memory");
-    }
-    int fd;
-    std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+    absl::StatusOr<std::pair<Reply, int>> answer = receive_reply(t->socket_);
+    if (!answer.ok()) return answer.status();
+    const auto [reply, fd] = *answer;
     t->bytes_ = reply.bytes;
     void* p = mmap(nullptr, t->bytes_, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -292,6 +309,28 @@ class ShmTransport final : public Queue::Transport {
 };
 
 }  // namespace
+
+absl::StatusOr<Connection::Mapping> map_shared_buffer(const Connection& c, uint64_t buffer) {
+  const int socket = connect_side_socket(c.unix_path + ".shm");
+  if (socket < 0) return absl::UnavailableError("kad offers no shared memory");
+  MapBuffer request{};
+  request.request = static_cast<uint32_t>(Request::kMapBuffer);
+  request.version = kVersion;
+  std::memcpy(request.session_id, c.session_id.data(),
+              std::min(c.session_id.size(), sizeof(request.session_id)));
+  request.buffer = buffer;
+  absl::StatusOr<std::pair<Reply, int>> answer =
+      send(socket, &request, sizeof(request), MSG_NOSIGNAL) == sizeof(request)
+          ? receive_reply(socket)
+          : absl::UnavailableError("cannot ask kad to map a buffer");
+  close(socket);
+  if (!answer.ok()) return answer.status();
+  const auto [reply, fd] = *answer;
+  void* p = mmap(nullptr, reply.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  close(fd);
+  if (p == MAP_FAILED) return absl::InternalError("cannot map the buffer kad shared");
+  return Connection::Mapping{static_cast<std::byte*>(p), reply.bytes};
+}
 
 absl::StatusOr<std::unique_ptr<Queue::Transport>> make_shm_transport(
     std::shared_ptr<Connection> connection, uint64_t queue) {

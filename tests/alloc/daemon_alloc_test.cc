@@ -48,7 +48,7 @@ TEST(DaemonAllocations, EngineWarmLaunchFromTheWireAllocatesNothing) {
   v1::Launch wire;  // what arrives on the stream
   wire.set_kernel(*kernel);
   wire.mutable_ndrange()->add_extents(4096);
-  wire.add_args()->set_buffer(*buffer);
+  wire.add_args()->set_buffer(buffer->handle);
   for (int32_t v : {3, 4}) {
     v1::KernelArg* a = wire.add_args();
     a->set_scalar_bits(static_cast<uint32_t>(v));

@@ -77,6 +77,9 @@ struct KernelSpec {
 struct Buffer {
   uint64_t handle = 0;
   uint64_t size = 0;
+  // The buffer's memory is mapped into this process (zero-copy: a local
+  // client and a host-visible device such as PoCL). Client::map gives it.
+  bool mapped = false;
 };
 struct Module {
   uint64_t handle = 0;
@@ -198,7 +201,9 @@ class Queue {
 
  private:
   friend class ::kad::Client;
-  Queue(uint64_t handle, std::unique_ptr<Transport> transport);
+  Queue(std::shared_ptr<Connection> connection, uint64_t handle,
+        std::unique_ptr<Transport> transport);
+  std::shared_ptr<Connection> connection_;
   uint64_t handle_;
   std::unique_ptr<Transport> transport_;
 };
@@ -220,7 +225,13 @@ class Client {
 
   // device "": the daemon's default device.
   absl::StatusOr<client::Buffer> allocate(uint64_t bytes, absl::string_view device = "");
+  // Refused (FAILED_PRECONDITION) for a mapped buffer while a launch may still
+  // use it: wait first.
   absl::Status free(const client::Buffer& buffer);
+  // The memory of a mapped buffer (Buffer::mapped), shared with the device.
+  // Touch it only when no launch that uses the buffer is in flight (after a
+  // wait); Queue::write and Queue::read on it wait, then copy directly.
+  absl::StatusOr<std::span<std::byte>> map(const client::Buffer& buffer);
   absl::StatusOr<client::Module> load_module(absl::string_view opencl_c_source);
   absl::StatusOr<client::Kernel> get_kernel(const client::Module& module,
                                             const client::KernelSpec& spec);

@@ -7,8 +7,8 @@
 // SubmitRecord slots (client -> kad), a completion ring of CompletionRecord
 // slots (kad -> client), and a data arena for copies. Records are fixed-size
 // and copied by value; everything the client writes is untrusted and checked
-// by kad before use. The same socket later answers MapBuffer requests with the
-// memfd of a zero-copy buffer.
+// by kad before use. A connection may instead send a MapBuffer request and
+// receive the memfd of one of its session's zero-copy buffers.
 #pragma once
 
 #include <atomic>
@@ -136,9 +136,12 @@ struct Hello {
   uint64_t queue;
 };
 
+// Asks for the memfd of a zero-copy buffer (allocated on a host-visible
+// device); answered with a Reply and the fd, then the connection closes.
 struct MapBuffer {
   uint32_t request;  // kMapBuffer
-  uint32_t reserved;
+  uint32_t version;
+  char session_id[64];  // NUL-padded
   uint64_t buffer;
 };
 
