@@ -223,9 +223,8 @@ absl::StatusOr<uint64_t> Engine::buffer_size(Session& s, uint64_t buffer) {
   return (*b)->size();
 }
 
-absl::Status Engine::write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
-                                  std::span<const std::byte> data) {
-  absl::MutexLock lock(&s.mu);
+absl::StatusOr<Engine::CopyTarget> Engine::copy_target(Session& s, uint64_t queue,
+                                                       uint64_t buffer) {
   absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, queue);
   if (!q.ok()) return q.status();
   absl::StatusOr<Buffer*> b = find_buffer(s, buffer);
@@ -235,22 +234,23 @@ absl::Status Engine::write_buffer(Session& s, uint64_t queue, uint64_t buffer, u
         "buffer %d is on device %s, queue %d on %s", buffer, (*b)->device().info().id, queue,
         (*q)->device->info().id));
   }
-  return (*q)->queue->write_buffer(**b, offset, data);
+  return CopyTarget{(*q)->queue.get(), *b};
+}
+
+absl::Status Engine::write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
+                                  std::span<const std::byte> data) {
+  absl::MutexLock lock(&s.mu);
+  absl::StatusOr<CopyTarget> t = copy_target(s, queue, buffer);
+  if (!t.ok()) return t.status();
+  return t->queue->write_buffer(*t->buffer, offset, data);
 }
 
 absl::Status Engine::read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                                  std::span<std::byte> data) {
   absl::MutexLock lock(&s.mu);
-  absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, queue);
-  if (!q.ok()) return q.status();
-  absl::StatusOr<Buffer*> b = find_buffer(s, buffer);
-  if (!b.ok()) return b.status();
-  if (&(*b)->device() != (*q)->device) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "buffer %d is on device %s, queue %d on %s", buffer, (*b)->device().info().id, queue,
-        (*q)->device->info().id));
-  }
-  return (*q)->queue->read_buffer(**b, offset, data);
+  absl::StatusOr<CopyTarget> t = copy_target(s, queue, buffer);
+  if (!t.ok()) return t.status();
+  return t->queue->read_buffer(*t->buffer, offset, data);
 }
 
 absl::StatusOr<Engine::LoadedModule> Engine::load_module(Session& s, ModuleFormat format,

@@ -110,6 +110,13 @@ class Engine {
   absl::StatusOr<Buffer*> find_buffer(Session& s, uint64_t buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   absl::Status check_object_quota(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // The queue and buffer of a copy, checked to be on the same device.
+  struct CopyTarget {
+    Queue* queue;
+    Buffer* buffer;
+  };
+  absl::StatusOr<CopyTarget> copy_target(Session& s, uint64_t queue, uint64_t buffer)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
 
   DeviceRegistry registry_;
   EngineLimits limits_;
