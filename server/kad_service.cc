@@ -291,8 +291,11 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
       if (!status.ok()) reply->clear_data();
       break;
     }
+    case v1::QueueCommand::kPing:
+      break;
     case v1::QueueCommand::COMMAND_NOT_SET:
-      status = absl::InvalidArgumentError("queue command has no launch, wait, copy_in or copy_out");
+      status = absl::InvalidArgumentError(
+          "queue command has no launch, wait, copy_in, copy_out or ping");
       break;
   }
   reply->set_code(static_cast<int32_t>(status.code()));

@@ -145,9 +145,11 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
             std::span<std::byte>(reinterpret_cast<std::byte*>(memory_ + kArenaOffset + r.arena_offset), r.size));
       }
       break;
+    case Op::kPing:
+      break;
     default:
       status = absl::InvalidArgumentError(
-          absl::StrFormat("record %d has operation %d, not launch, wait, copy in or copy out",
+          absl::StrFormat("record %d has operation %d, not launch, wait, copy in, copy out or ping",
                           r.tag, r.op));
   }
   done->code = static_cast<int32_t>(status.code());

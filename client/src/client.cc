@@ -75,6 +75,8 @@ absl::Status Queue::submit(const Kernel& kernel, const Dims* ndrange, const Dims
 
 absl::Status Queue::wait(uint64_t event) { return transport_->wait(event); }
 
+absl::Status Queue::ping() { return transport_->ping(); }
+
 namespace {
 
 absl::Status check_range(const Connection::Mapping& m, uint64_t offset, uint64_t size) {

@@ -63,6 +63,7 @@ class Queue::Transport {
   virtual absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                               std::span<const Arg> args, const Dims* offsets) = 0;
   virtual absl::Status wait(uint64_t event) = 0;
+  virtual absl::Status ping() = 0;
   virtual absl::Status write(const Buffer& buffer, uint64_t offset,
                              std::span<const std::byte> data) = 0;
   virtual absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) = 0;

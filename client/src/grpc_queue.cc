@@ -65,6 +65,12 @@ class GrpcTransport final : public Queue::Transport {
     return s;
   }
 
+  absl::Status ping() override {
+    command_.Clear();
+    command_.mutable_ping();
+    return roundtrip();
+  }
+
   absl::Status write(const Buffer& buffer, uint64_t offset,
                      std::span<const std::byte> data) override {
     if (data.size() > kChunk) return write_streamed(*connection_, queue_, buffer, offset, data);

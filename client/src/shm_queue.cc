@@ -175,6 +175,14 @@ class ShmTransport final : public Queue::Transport {
     return s;
   }
 
+  absl::Status ping() override {
+    SubmitRecord* r;
+    if (absl::Status s = next_slot(&r); !s.ok()) return s;
+    r->op = static_cast<uint32_t>(Op::kPing);
+    publish();
+    return answer();
+  }
+
   absl::Status write(const Buffer& buffer, uint64_t offset,
                      std::span<const std::byte> data) override {
     for (size_t done = 0; done < data.size() || (data.empty() && done == 0);) {

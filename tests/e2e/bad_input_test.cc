@@ -342,7 +342,7 @@ TEST_F(BadInput, SubmitRejectsEachBadCommandAndKeepsTheStream) {
   out.mutable_copy_out()->set_size((1 << 20) + 1);
   EXPECT_REPLY_ERROR(stream.send(out), INVALID_ARGUMENT, "use ReadBuffer");
 
-  EXPECT_REPLY_ERROR(stream.send(v1::QueueCommand()), INVALID_ARGUMENT, "has no launch");
+  EXPECT_REPLY_ERROR(stream.send(v1::QueueCommand()), INVALID_ARGUMENT, "has no launch, wait, copy_in, copy_out or ping");
 
   c = launch_command();
   c.set_queue(queue_ + 1000);

@@ -174,6 +174,15 @@ kernel void bump(KAD_CONTEXT, global int* x, int k) {
   EXPECT_EQ(x, std::vector<int32_t>(64, n * (n + 1) / 2));
 }
 
+TEST_P(ClientConformance, PingIsARoundTripThatKeepsOrder) {
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(queue_->ping().ok());
+  auto module = client_->load_module("kernel void nop(KAD_CONTEXT) {}");
+  auto kernel = client_->get_kernel(*module, {.entry = "nop"});
+  ASSERT_TRUE(queue_->submit(*kernel, nullptr, nullptr, {}).ok());  // refused: no ndrange
+  ASSERT_TRUE(queue_->ping().ok());
+  EXPECT_FALSE(queue_->wait().ok()) << "the submitted launch's error is still reported";
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance, ::testing::Values("unix", "shm", "unix_grpc", "tcp",
                                                            "inproc"),
                          [](const auto& info) { return std::string(info.param); });

@@ -192,6 +192,8 @@ class Queue {
   // Waits for `event` and everything submitted before it; 0 waits for all.
   // Also reports the first error of a submitted launch since the last wait.
   absl::Status wait(uint64_t event = 0);
+  // A round trip through this queue's transport with no kad work: its floor.
+  absl::Status ping();
   // Copies, ordered after everything already submitted to this queue. Large
   // transfers are split into chunks.
   absl::Status write(const Buffer& buffer, uint64_t offset, std::span<const std::byte> data);

@@ -28,7 +28,8 @@ inline constexpr size_t kMaxMessage = 416;
 
 // ---- records -----------------------------------------------------------------
 
-enum class Op : uint32_t { kLaunch = 1, kWait = 2, kCopyIn = 3, kCopyOut = 4 };
+// kPing is answered at once with no kad work: the channel's own round trip.
+enum class Op : uint32_t { kLaunch = 1, kWait = 2, kCopyIn = 3, kCopyOut = 4, kPing = 5 };
 
 enum class ArgKind : uint8_t { kBuffer = 1, kScalar = 2, kLocal = 3 };
 
