@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build pkg-config
+  build-essential cmake ninja-build pkg-config python3
   libabsl-dev libssl-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   clang-15 llvm-15

@@ -1,0 +1,487 @@
+// kad's benchmark suite (issue "Benchmark suite"): KernelAbstractions' names,
+// each in every mode, side by side in one run:
+//   raw/        the OpenCL API called directly — no kad code, the floor
+//   inproc/     kad's pipeline in this process
+//   shm/        a kad daemon over shared memory
+//   grpc-unix/  a kad daemon over gRPC on a UNIX socket
+//   grpc-tcp/   a kad daemon over gRPC on loopback TCP
+// The daemon runs in this process (its engine, gRPC server and shared-memory
+// listener) and clients reach it over real sockets, so that allocations on
+// both sides are counted: kad_allocs / kad_bytes (this thread and kad's
+// service threads, outside driver calls) and total_allocs / total_bytes
+// (everything, drivers and gRPC included), per iteration.
+//
+// --profile=quick (default) or --profile=full chooses the sizes.
+#include <benchmark/benchmark.h>
+#include <grpcpp/grpcpp.h>
+#include <unistd.h>
+
+#include <CL/cl.h>
+
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "backends/registry.h"
+#include "core/kernel.h"
+#include "core/launch.h"
+#include "core/driver_scope.h"
+#include "core/partition.h"
+#include "kad/client.h"
+#include "server/engine.h"
+#include "server/kad_service.h"
+#include "server/shm_listener.h"
+#include "tests/support/alloc_counter.h"
+
+namespace {
+
+bool g_full = false;
+
+// ---- kernels ------------------------------------------------------------------------
+
+// The kad kernels and their raw OpenCL twins (no prelude, get_global_id).
+std::string saxpy_source(const std::string& t, bool raw) {
+  const std::string body = absl::StrFormat(
+      "(%s global %s* z, %s a, const global %s* restrict x, const global %s* restrict y) {\n",
+      raw ? "" : "KAD_CONTEXT,", t, t, t, t);
+  if (raw) {
+    return absl::StrCat(t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
+                        "kernel void saxpy", body,
+                        "  size_t i = get_global_id(0);\n  if (i < get_global_size(0)) z[i] = a * x[i] + y[i];\n}\n");
+  }
+  return absl::StrCat(t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
+                      "kernel void saxpy", body,
+                      "  if (kad_active()) { long i = kad_global_linear(); z[i] = a * x[i] + y[i]; }\n}\n");
+}
+
+constexpr char kScale[] = R"(
+kernel void scale(KAD_CONTEXT, global float* x, float a) {
+  if (kad_active()) x[kad_global_linear()] *= a;
+}
+)";
+constexpr char kRawScale[] = R"(
+kernel void scale(global float* x, float a) {
+  x[get_global_id(0) + get_global_size(0) * (get_global_id(1) + get_global_size(1) * get_global_id(2))] *= a;
+}
+)";
+
+// What one benchmark launches.
+struct Shape {
+  std::vector<int64_t> ndrange;    // extents
+  std::vector<int64_t> workgroup;  // empty: tuned
+  bool static_ndrange = false;
+  bool static_workgroup = false;
+  bool give_workgroup = false;     // a dynamic workgroup size given at launch
+};
+
+struct Work {
+  std::string kernel;  // "saxpy" or "scale"
+  std::string type;    // element type for saxpy
+  Shape shape;
+  size_t element_bytes() const { return type == "double" ? 8 : 4; }
+  int64_t items() const {
+    int64_t n = 1;
+    for (int64_t e : shape.ndrange) n *= e;
+    return n;
+  }
+};
+
+// ---- one runner per mode -------------------------------------------------------------
+
+class Runner {
+ public:
+  virtual ~Runner() = default;
+  virtual absl::Status setup(const Work& w) = 0;
+  virtual absl::Status launch() = 0;  // enqueue one launch
+  virtual absl::Status wait() = 0;    // until everything is done
+  virtual absl::Status ping() { return absl::UnimplementedError("no transport"); }
+};
+
+class RawRunner final : public Runner {
+ public:
+  ~RawRunner() override {
+    for (cl_mem m : mems_) clReleaseMemObject(m);
+    if (kernel_) clReleaseKernel(kernel_);
+    if (program_) clReleaseProgram(program_);
+    if (queue_) clReleaseCommandQueue(queue_);
+    if (context_) clReleaseContext(context_);
+  }
+  absl::Status setup(const Work& w) override {
+    cl_platform_id platform;
+    cl_int err = clGetPlatformIDs(1, &platform, nullptr);
+    err |= clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device_, nullptr);
+    if (err != CL_SUCCESS) return absl::UnavailableError("no OpenCL device");
+    context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
+    queue_ = clCreateCommandQueue(context_, device_, 0, &err);
+    const std::string src = w.kernel == "saxpy" ? saxpy_source(w.type, true) : kRawScale;
+    const char* text = src.c_str();
+    program_ = clCreateProgramWithSource(context_, 1, &text, nullptr, &err);
+    if (clBuildProgram(program_, 1, &device_, "", nullptr, nullptr) != CL_SUCCESS)
+      return absl::InternalError("raw kernel did not build");
+    kernel_ = clCreateKernel(program_, w.kernel.c_str(), &err);
+    const size_t bytes = static_cast<size_t>(w.items()) * w.element_bytes();
+    for (int i = 0; i < (w.kernel == "saxpy" ? 3 : 1); ++i)
+      mems_.push_back(clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err));
+    dims_ = static_cast<cl_uint>(w.shape.ndrange.size());
+    for (cl_uint d = 0; d < dims_; ++d) global_[d] = static_cast<size_t>(w.shape.ndrange[d]);
+    have_local_ = !w.shape.workgroup.empty();
+    for (cl_uint d = 0; d < dims_; ++d)
+      local_[d] = have_local_ && d < w.shape.workgroup.size() ? w.shape.workgroup[d] : 1;
+    saxpy_ = w.kernel == "saxpy";
+    double_ = w.type == "double";
+    return absl::OkStatus();
+  }
+  // Everything here is the driver's: DriverScope keeps it out of kad_allocs.
+  absl::Status launch() override {
+    kad::DriverScope driver;
+    clSetKernelArg(kernel_, 0, sizeof(cl_mem), &mems_[0]);
+    const float af = 2.0f;
+    const double ad = 2.0;
+    if (double_) clSetKernelArg(kernel_, 1, sizeof(double), &ad);
+    else clSetKernelArg(kernel_, 1, sizeof(float), &af);
+    if (saxpy_) {
+      clSetKernelArg(kernel_, 2, sizeof(cl_mem), &mems_[1]);
+      clSetKernelArg(kernel_, 3, sizeof(cl_mem), &mems_[2]);
+    }
+    cl_event e;
+    if (clEnqueueNDRangeKernel(queue_, kernel_, dims_, nullptr, global_,
+                               have_local_ ? local_ : nullptr, 0, nullptr, &e) != CL_SUCCESS)
+      return absl::InternalError("clEnqueueNDRangeKernel failed");
+    if (last_) clReleaseEvent(last_);
+    last_ = e;
+    return absl::OkStatus();
+  }
+  absl::Status wait() override {
+    kad::DriverScope driver;
+    if (last_) clWaitForEvents(1, &last_);
+    return absl::OkStatus();
+  }
+
+ private:
+  cl_device_id device_ = nullptr;
+  cl_context context_ = nullptr;
+  cl_command_queue queue_ = nullptr;
+  cl_program program_ = nullptr;
+  cl_kernel kernel_ = nullptr;
+  cl_event last_ = nullptr;
+  std::vector<cl_mem> mems_;
+  cl_uint dims_ = 1;
+  size_t global_[3] = {1, 1, 1}, local_[3] = {1, 1, 1};
+  bool have_local_ = false, saxpy_ = false, double_ = false;
+};
+
+kad::DeviceRegistry& registry() {
+  static auto* r = new kad::DeviceRegistry(kad::discover_devices());
+  return *r;
+}
+
+class InprocRunner final : public Runner {
+ public:
+  absl::Status setup(const Work& w) override {
+    kad::Device& device = *registry().default_device();
+    auto q = device.create_queue();
+    if (!q.ok()) return q.status();
+    queue_ = *std::move(q);
+    const bool saxpy = w.kernel == "saxpy";
+    auto m = kad::Module::create(kad::ModuleFormat::kOpenClC,
+                                 saxpy ? saxpy_source(w.type, false) : kScale);
+    if (!m.ok()) return m.status();
+    const kad::ScalarType t = w.type == "double" ? kad::ScalarType::kF64 : kad::ScalarType::kF32;
+    kad::KernelSignature sig{w.kernel, std::nullopt, std::nullopt, {}, ""};
+    sig.args = saxpy ? std::vector<kad::ArgSpec>{kad::ArgSpec::buffer(), kad::ArgSpec::scalar_of(t),
+                                                 kad::ArgSpec::const_buffer(), kad::ArgSpec::const_buffer()}
+                     : std::vector<kad::ArgSpec>{kad::ArgSpec::buffer(), kad::ArgSpec::scalar_of(t)};
+    for (int64_t e : w.shape.ndrange) range_.extents.v[range_.extents.rank++] = e;
+    range_.offsets = kad::Dims::filled(range_.extents.rank, 0);
+    for (int64_t e : w.shape.workgroup) workgroup_.v[workgroup_.rank++] = e;
+    if (w.shape.static_ndrange) sig.static_ndrange = range_;
+    if (w.shape.static_workgroup) sig.static_workgroup = workgroup_;
+    auto k = kad::Kernel::create(*m, sig);
+    if (!k.ok()) return k.status();
+    kernel_ = *std::move(k);
+    for (int i = 0; i < (saxpy ? 3 : 1); ++i) {
+      auto b = device.allocate(static_cast<uint64_t>(w.items()) * w.element_bytes());
+      if (!b.ok()) return b.status();
+      buffers_.push_back(*std::move(b));
+    }
+    args_.push_back(kad::KernelArg::of_buffer(*buffers_[0]));
+    args_.push_back(t == kad::ScalarType::kF64 ? kad::KernelArg::of_scalar(2.0)
+                                               : kad::KernelArg::of_scalar(2.0f));
+    if (saxpy) {
+      args_.push_back(kad::KernelArg::of_buffer(*buffers_[1]));
+      args_.push_back(kad::KernelArg::of_buffer(*buffers_[2]));
+    }
+    request_ = {w.shape.static_ndrange ? nullptr : &range_,
+                w.shape.give_workgroup ? &workgroup_ : nullptr, args_};
+    return absl::OkStatus();
+  }
+  absl::Status launch() override {
+    auto r = kad::launch(*kernel_, *queue_, cache_, request_);
+    if (!r.ok()) return r.status();
+    last_ = r->event;
+    return absl::OkStatus();
+  }
+  absl::Status wait() override { return queue_->wait(last_); }
+
+ private:
+  std::unique_ptr<kad::Queue> queue_;
+  std::unique_ptr<kad::Kernel> kernel_;
+  std::vector<std::unique_ptr<kad::Buffer>> buffers_;
+  std::vector<kad::KernelArg> args_;
+  kad::NdRange range_;
+  kad::Dims workgroup_;
+  kad::LaunchRequest request_;
+  kad::KernelCache cache_;
+  kad::EventId last_ = 0;
+};
+
+// The daemon of the client modes, in this process.
+struct InProcessDaemon {
+  InProcessDaemon()
+      : engine(kad::discover_devices(), kad::server::EngineLimits{}), service(engine) {
+    socket = absl::StrFormat("/tmp/kad-bench-%d.sock", getpid());
+    std::filesystem::remove(socket);
+    grpc::ServerBuilder builder;
+    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tcp_port);
+    builder.RegisterService(&service);
+    server = builder.BuildAndStart();
+    shm = *kad::server::ShmListener::start(engine, socket + ".shm", {});
+  }
+  ~InProcessDaemon() {
+    shm.reset();
+    server->Shutdown();
+    std::filesystem::remove(socket);
+  }
+  std::string uri(const std::string& mode) const {
+    if (mode == "shm") return "unix:" + socket + "?transport=shm";
+    if (mode == "grpc-unix") return "unix:" + socket + "?transport=grpc";
+    return absl::StrCat("tcp://127.0.0.1:", tcp_port);
+  }
+  kad::server::Engine engine;
+  kad::server::KadService service;
+  std::string socket;
+  int tcp_port = 0;
+  std::unique_ptr<grpc::Server> server;
+  std::unique_ptr<kad::server::ShmListener> shm;
+};
+
+InProcessDaemon& daemon() {
+  static auto* d = new InProcessDaemon();
+  return *d;
+}
+
+class ClientRunner final : public Runner {
+ public:
+  explicit ClientRunner(std::string mode) : mode_(std::move(mode)) {}
+  absl::Status setup(const Work& w) override {
+    auto c = kad::Client::connect(daemon().uri(mode_), "bench");
+    if (!c.ok()) return c.status();
+    client_ = *std::move(c);
+    auto q = client_->create_queue();
+    if (!q.ok()) return q.status();
+    queue_ = *std::move(q);
+    const bool saxpy = w.kernel == "saxpy";
+    auto m = client_->load_module(saxpy ? saxpy_source(w.type, false) : kScale);
+    if (!m.ok()) return m.status();
+    const auto t = w.type == "double" ? kad::client::ScalarType::kF64 : kad::client::ScalarType::kF32;
+    kad::client::KernelSpec spec{.entry = w.kernel};
+    spec.args = saxpy ? std::vector<kad::client::ArgSpec>{kad::client::ArgSpec::buffer(),
+                                                          kad::client::ArgSpec::scalar_of(t),
+                                                          kad::client::ArgSpec::const_buffer(),
+                                                          kad::client::ArgSpec::const_buffer()}
+                      : std::vector<kad::client::ArgSpec>{kad::client::ArgSpec::buffer(),
+                                                          kad::client::ArgSpec::scalar_of(t)};
+    for (int64_t e : w.shape.ndrange) range_.v[range_.rank++] = e;
+    for (int64_t e : w.shape.workgroup) workgroup_.v[workgroup_.rank++] = e;
+    if (w.shape.static_ndrange) spec.static_ndrange = range_;
+    if (w.shape.static_workgroup) spec.static_workgroup = workgroup_;
+    auto k = client_->get_kernel(*m, spec);
+    if (!k.ok()) return k.status();
+    kernel_ = *k;
+    for (int i = 0; i < (saxpy ? 3 : 1); ++i) {
+      auto b = client_->allocate(static_cast<uint64_t>(w.items()) * w.element_bytes());
+      if (!b.ok()) return b.status();
+      args_.push_back(kad::client::Arg::buffer(*b));
+      if (i == 0)
+        args_.push_back(t == kad::client::ScalarType::kF64 ? kad::client::Arg::scalar(2.0)
+                                                           : kad::client::Arg::scalar(2.0f));
+    }
+    static_ndrange_ = w.shape.static_ndrange;
+    give_workgroup_ = w.shape.give_workgroup;
+    return absl::OkStatus();
+  }
+  absl::Status launch() override {
+    return queue_->submit(kernel_, static_ndrange_ ? nullptr : &range_,
+                          give_workgroup_ ? &workgroup_ : nullptr, args_);
+  }
+  absl::Status wait() override { return queue_->wait(); }
+  absl::Status ping() override { return queue_->ping(); }
+
+ private:
+  std::string mode_;
+  std::unique_ptr<kad::Client> client_;
+  std::unique_ptr<kad::client::Queue> queue_;
+  kad::client::Kernel kernel_;
+  std::vector<kad::client::Arg> args_;
+  kad::client::Dims range_, workgroup_;
+  bool static_ndrange_ = false, give_workgroup_ = false;
+};
+
+std::unique_ptr<Runner> runner_for(const std::string& mode) {
+  if (mode == "raw") return std::make_unique<RawRunner>();
+  if (mode == "inproc") return std::make_unique<InprocRunner>();
+  return std::make_unique<ClientRunner>(mode);
+}
+
+const std::vector<std::string> kModes = {"raw", "inproc", "shm", "grpc-unix", "grpc-tcp"};
+
+// ---- measuring -------------------------------------------------------------------------
+
+void report_allocs(benchmark::State& state, const kad::testing::AllocCounts& c) {
+  const double n = static_cast<double>(state.iterations());
+  state.counters["kad_allocs"] = static_cast<double>(c.kad_allocs + c.service_allocs) / n;
+  state.counters["kad_bytes"] = static_cast<double>(c.kad_bytes) / n;
+  state.counters["total_allocs"] = static_cast<double>(c.total_allocs) / n;
+  state.counters["total_bytes"] = static_cast<double>(c.total_bytes) / n;
+}
+
+// Synchronous: launch and wait, each iteration.
+void run_sync(benchmark::State& state, const std::string& mode, const Work& w) {
+  auto runner = runner_for(mode);
+  if (absl::Status s = runner->setup(w); !s.ok()) return state.SkipWithError(s.ToString().c_str());
+  for (int i = 0; i < 3; ++i) {
+    if (!runner->launch().ok() || !runner->wait().ok()) return state.SkipWithError("warm-up failed");
+  }
+  kad::testing::AllocCounter counter;
+  for (auto _ : state) {
+    if (!runner->launch().ok() || !runner->wait().ok()) return state.SkipWithError("launch failed");
+  }
+  report_allocs(state, counter.counts());
+}
+
+// Pipelined: launches submitted without waiting; items/s is launches per second.
+void run_pipelined(benchmark::State& state, const std::string& mode, const Work& w) {
+  auto runner = runner_for(mode);
+  if (absl::Status s = runner->setup(w); !s.ok()) return state.SkipWithError(s.ToString().c_str());
+  constexpr int kBatch = 200;
+  kad::testing::AllocCounter counter;
+  for (auto _ : state) {
+    for (int i = 0; i < kBatch; ++i) {
+      if (!runner->launch().ok()) return state.SkipWithError("launch failed");
+    }
+    if (!runner->wait().ok()) return state.SkipWithError("wait failed");
+  }
+  state.SetItemsProcessed(state.iterations() * kBatch);
+  report_allocs(state, counter.counts());
+}
+
+void run_ping(benchmark::State& state, const std::string& mode) {
+  auto runner = runner_for(mode);
+  Work w{"scale", "float", {{16}, {}, false, false, false}};
+  if (absl::Status s = runner->setup(w); !s.ok()) return state.SkipWithError(s.ToString().c_str());
+  kad::testing::AllocCounter counter;
+  for (auto _ : state) {
+    if (!runner->ping().ok()) return state.SkipWithError("ping failed");
+  }
+  report_allocs(state, counter.counts());
+}
+
+void register_all() {
+  // launch/: the cost of a launch on 16 or (4,4,4) items.
+  const std::vector<std::pair<std::string, Shape>> launches = {
+      {"dynamic workgroup, dynamic ndrange", {{16}, {}, false, false, false}},
+      {"dynamic workgroup, dynamic ndrange, workgroupsize given", {{16}, {16}, false, false, true}},
+      {"static workgroup, dynamic ndrange", {{16}, {16}, false, true, false}},
+      {"static workgroup, static ndrange", {{16}, {16}, true, true, false}},
+      {"3D static workgroup, dynamic ndrange", {{4, 4, 4}, {4, 4, 4}, false, true, false}},
+      {"3D static workgroup, static ndrange", {{4, 4, 4}, {4, 4, 4}, true, true, false}},
+  };
+  for (const std::string& mode : kModes) {
+    for (const auto& [name, shape] : launches) {
+      Work w{"scale", "float", shape};
+      benchmark::RegisterBenchmark((mode + "/launch/" + name).c_str(),
+                                   [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
+          ->UseRealTime();
+    }
+  }
+  // saxpy/: Z = a X + Y, launch and wait.
+  const std::vector<int64_t> sizes =
+      g_full ? std::vector<int64_t>{64, 256, 512, 1024, 2048, 4096, 16384, 32768, 65536, 262144, 1048576}
+             : std::vector<int64_t>{64, 65536, 1048576};
+  const std::vector<std::string> types = g_full ? std::vector<std::string>{"float", "double"}
+                                                : std::vector<std::string>{"float"};
+  for (const std::string& mode : kModes) {
+    for (const std::string& t : types) {
+      for (int64_t n : sizes) {
+        for (bool static_wg : {false, true}) {
+          if (static_wg && n % 1024 != 0) continue;  // a static (1024,) workgroup must divide
+          Shape shape{{n}, static_wg ? std::vector<int64_t>{1024} : std::vector<int64_t>{},
+                      false, static_wg, false};
+          Work w{"saxpy", t, shape};
+          const std::string name = absl::StrFormat(
+              "%s/saxpy/%s/%s/%d", mode, static_wg ? "static workgroup=(1024,)" : "default",
+              t == "double" ? "Float64" : "Float32", n);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
+              ->UseRealTime();
+        }
+      }
+    }
+  }
+  // pipelined/: launches per second without waiting for each.
+  for (const std::string& mode : kModes) {
+    Work w{"scale", "float", {{16}, {16}, false, true, false}};
+    benchmark::RegisterBenchmark((mode + "/pipelined/static workgroup, dynamic ndrange").c_str(),
+                                 [mode, w](benchmark::State& s) { run_pipelined(s, mode, w); })
+        ->UseRealTime();
+  }
+  // echo: each transport's bare round trip, with no kad work.
+  for (const std::string mode : {"shm", "grpc-unix", "grpc-tcp"}) {
+    benchmark::RegisterBenchmark((std::string(mode) + "/echo").c_str(),
+                                 [mode](benchmark::State& s) { run_ping(s, mode); })
+        ->UseRealTime();
+  }
+  // partition/: host only.
+  const std::vector<std::pair<std::string, std::pair<bool, bool>>> partitions = {
+      {"dynamic workgroup, dynamic ndrange", {false, false}},
+      {"static workgroup, dynamic ndrange", {false, true}},
+      {"static workgroup, static ndrange", {true, true}},
+  };
+  for (const auto& [name, statics] : partitions) {
+    const auto [static_nd, static_wg] = statics;
+    benchmark::RegisterBenchmark(("inproc/partition/" + name).c_str(), [=](benchmark::State& s) {
+      kad::KernelSignature sig{"k", std::nullopt, std::nullopt, {}, ""};
+      const kad::NdRange range(kad::Dims{1024});
+      const kad::Dims wg{16};
+      if (static_nd) sig.static_ndrange = range;
+      if (static_wg) sig.static_workgroup = wg;
+      kad::testing::AllocCounter counter;
+      for (auto _ : s) {
+        auto p = kad::partition(sig, static_nd ? nullptr : &range, static_wg ? nullptr : &wg);
+        benchmark::DoNotOptimize(p);
+      }
+      report_allocs(s, counter.counts());
+    });
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<char*> args;
+  for (int i = 0; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--profile=full") == 0) g_full = true;
+    else if (std::strcmp(argv[i], "--profile=quick") != 0) args.push_back(argv[i]);
+  }
+  int n = static_cast<int>(args.size());
+  register_all();
+  benchmark::Initialize(&n, args.data());
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}
