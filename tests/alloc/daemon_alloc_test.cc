@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/registry.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_kernels.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
 #include "server/wire.h"
@@ -24,12 +25,6 @@ namespace {
 using testing::AllocCounter;
 using testing::AllocCounts;
 
-constexpr char kAffine[] = R"(
-kernel void affine(KAD_CONTEXT, global int* out, int seed, int k) {
-  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * seed + k;
-}
-)";
-
 TEST(DaemonAllocations, EngineWarmLaunchFromTheWireAllocatesNothing) {
   Engine engine(discover_devices(), EngineLimits{});
   auto session = engine.open_session("alloc", "test");
@@ -37,7 +32,7 @@ TEST(DaemonAllocations, EngineWarmLaunchFromTheWireAllocatesNothing) {
   Session& s = **session;
   auto queue = engine.create_queue(s, "");
   auto buffer = engine.allocate_buffer(s, "", 4096 * sizeof(int32_t));
-  auto module = engine.load_module(s, ModuleFormat::kOpenClC, kAffine);
+  auto module = engine.load_module(s, ModuleFormat::kOpenClC, kad::testing::kAffineKernel);
   ASSERT_TRUE(queue.ok() && buffer.ok() && module.ok());
   KernelSignature sig{"affine", std::nullopt, std::nullopt,
                       {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32),

@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/registry.h"
 #include "gtest/gtest.h"
+#include "tests/support/test_kernels.h"
 #include "kad/client.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
@@ -27,12 +28,6 @@ using client::ArgSpec;
 using testing::AllocCounter;
 using testing::AllocCounts;
 
-constexpr char kAffine[] = R"(
-kernel void affine(KAD_CONTEXT, global int* out, int seed, int k) {
-  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * seed + k;
-}
-)";
-
 TEST(ShmAllocations, ClientWarmLaunchAllocatesNothing) {
   auto daemon = testing::Daemon::start();
   ASSERT_TRUE(daemon.ok()) << daemon.status();
@@ -41,7 +36,7 @@ TEST(ShmAllocations, ClientWarmLaunchAllocatesNothing) {
   auto queue = (*c)->create_queue();
   ASSERT_TRUE(queue.ok());
   ASSERT_TRUE((*queue)->shared_memory());
-  auto module = (*c)->load_module(kAffine);
+  auto module = (*c)->load_module(kad::testing::kAffineKernel);
   auto kernel = (*c)->get_kernel(*module, {.entry = "affine",
                                            .args = {ArgSpec::buffer(),
                                                     ArgSpec::scalar_of(client::ScalarType::kI32),

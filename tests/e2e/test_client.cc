@@ -10,14 +10,9 @@
 #include <vector>
 
 #include "kad/client.h"
+#include "tests/support/test_kernels.h"
 
 namespace {
-
-constexpr char kKernel[] = R"(
-kernel void affine(KAD_CONTEXT, global int* out, int seed, int k) {
-  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * seed + k;
-}
-)";
 
 int fail(const char* what, const absl::Status& s) {
   std::fprintf(stderr, "kad_test_client: %s: %s\n", what, s.ToString().c_str());
@@ -35,7 +30,7 @@ int main(int argc, char** argv) {
   if (!client.ok()) return fail("connect", client.status());
   auto queue = (*client)->create_queue();
   if (!queue.ok()) return fail("queue", queue.status());
-  auto module = (*client)->load_module(kKernel);
+  auto module = (*client)->load_module(kad::testing::kAffineKernel);
   if (!module.ok()) return fail("module", module.status());
   auto kernel = (*client)->get_kernel(
       *module, {"affine", std::nullopt, std::nullopt, std::nullopt,
