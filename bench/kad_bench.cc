@@ -44,18 +44,35 @@ bool g_full = false;
 // ---- kernels ------------------------------------------------------------------------
 
 // The kad kernels and their raw OpenCL twins (no prelude, get_global_id).
+// Float16 is storage-only `half` (vload_half / vstore_half), computed in float,
+// so that it runs on devices without cl_khr_fp16.
 std::string saxpy_source(const std::string& t, bool raw) {
+  const bool half = t == "half";
+  const std::string st = half ? "float" : t;  // the scalar's type
   const std::string body = absl::StrFormat(
       "(%s global %s* z, %s a, const global %s* restrict x, const global %s* restrict y) {\n",
-      raw ? "" : "KAD_CONTEXT,", t, t, t, t);
-  if (raw) {
-    return absl::StrCat(t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
-                        "kernel void saxpy", body,
-                        "  size_t i = get_global_id(0);\n  if (i < get_global_size(0)) z[i] = a * x[i] + y[i];\n}\n");
-  }
+      raw ? "" : "KAD_CONTEXT,", t, st, t, t);
+  const std::string index = raw ? "  size_t i = get_global_id(0);\n"
+                                : "  if (!kad_active()) return;\n  long i = kad_global_linear();\n";
+  const std::string op = half ? "  vstore_half(a * vload_half(i, x) + vload_half(i, y), i, z);\n"
+                              : "  z[i] = a * x[i] + y[i];\n";
   return absl::StrCat(t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
-                      "kernel void saxpy", body,
-                      "  if (kad_active()) { long i = kad_global_linear(); z[i] = a * x[i] + y[i]; }\n}\n");
+                      "kernel void saxpy", body, index, op, "}\n");
+}
+
+// const/: a 16-step relaxation, its inputs `const restrict` (@Const) or not.
+std::string relax_source(const std::string& t, bool marked, bool raw) {
+  const std::string in = marked ? absl::StrCat("const global ", t, "* restrict")
+                                : absl::StrCat("global ", t, "*");
+  return absl::StrCat(
+      t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
+      "kernel void relax(", raw ? "" : "KAD_CONTEXT, ", "global ", t, "* out, ", in, " x, ", in,
+      " y) {\n",
+      raw ? "  long i = get_global_id(0), n = get_global_size(0);\n"
+          : "  if (!kad_active()) return;\n  long i = kad_global_linear(), n = kad_ndrange(0);\n",
+      "  ", t, " acc = 0;\n",
+      "  for (int s = 0; s < 16; ++s) acc += x[(i + s) % n] * y[(i + 16 - s) % n];\n",
+      "  out[i] = acc;\n}\n");
 }
 
 constexpr char kScale[] = R"(
@@ -79,10 +96,23 @@ struct Shape {
 };
 
 struct Work {
-  std::string kernel;  // "saxpy" or "scale"
-  std::string type;    // element type for saxpy
+  std::string kernel;  // "saxpy", "scale" or "relax"
+  std::string type;    // element type: "float", "double" or "half"
   Shape shape;
-  size_t element_bytes() const { return type == "double" ? 8 : 4; }
+  bool marked = true;  // relax: inputs const restrict
+  size_t element_bytes() const { return type == "double" ? 8 : type == "half" ? 2 : 4; }
+  // Arguments in order: B a buffer, C a const buffer, S the scalar `a`.
+  std::string layout() const {
+    if (kernel == "saxpy") return "BSCC";
+    if (kernel == "relax") return marked ? "BCC" : "BBB";
+    return "BS";
+  }
+  std::string source(bool raw) const {
+    if (kernel == "saxpy") return saxpy_source(type, raw);
+    if (kernel == "relax") return relax_source(type, marked, raw);
+    return raw ? kRawScale : kScale;
+  }
+  bool double_scalar() const { return type == "double"; }
   int64_t items() const {
     int64_t n = 1;
     for (int64_t e : shape.ndrange) n *= e;
@@ -117,35 +147,34 @@ class RawRunner final : public Runner {
     if (err != CL_SUCCESS) return absl::UnavailableError("no OpenCL device");
     context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
     queue_ = clCreateCommandQueue(context_, device_, 0, &err);
-    const std::string src = w.kernel == "saxpy" ? saxpy_source(w.type, true) : kRawScale;
+    const std::string src = w.source(true);
     const char* text = src.c_str();
     program_ = clCreateProgramWithSource(context_, 1, &text, nullptr, &err);
     if (clBuildProgram(program_, 1, &device_, "", nullptr, nullptr) != CL_SUCCESS)
       return absl::InternalError("raw kernel did not build");
     kernel_ = clCreateKernel(program_, w.kernel.c_str(), &err);
     const size_t bytes = static_cast<size_t>(w.items()) * w.element_bytes();
-    for (int i = 0; i < (w.kernel == "saxpy" ? 3 : 1); ++i)
-      mems_.push_back(clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err));
+    layout_ = w.layout();
+    for (char c : layout_)
+      if (c != 'S') mems_.push_back(clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err));
     dims_ = static_cast<cl_uint>(w.shape.ndrange.size());
     for (cl_uint d = 0; d < dims_; ++d) global_[d] = static_cast<size_t>(w.shape.ndrange[d]);
     have_local_ = !w.shape.workgroup.empty();
     for (cl_uint d = 0; d < dims_; ++d)
       local_[d] = have_local_ && d < w.shape.workgroup.size() ? w.shape.workgroup[d] : 1;
-    saxpy_ = w.kernel == "saxpy";
-    double_ = w.type == "double";
+    double_ = w.double_scalar();
     return absl::OkStatus();
   }
   // Everything here is the driver's: DriverScope keeps it out of kad_allocs.
   absl::Status launch() override {
     kad::DriverScope driver;
-    clSetKernelArg(kernel_, 0, sizeof(cl_mem), &mems_[0]);
     const float af = 2.0f;
     const double ad = 2.0;
-    if (double_) clSetKernelArg(kernel_, 1, sizeof(double), &ad);
-    else clSetKernelArg(kernel_, 1, sizeof(float), &af);
-    if (saxpy_) {
-      clSetKernelArg(kernel_, 2, sizeof(cl_mem), &mems_[1]);
-      clSetKernelArg(kernel_, 3, sizeof(cl_mem), &mems_[2]);
+    size_t m = 0;
+    for (cl_uint i = 0; i < layout_.size(); ++i) {
+      if (layout_[i] != 'S') clSetKernelArg(kernel_, i, sizeof(cl_mem), &mems_[m++]);
+      else if (double_) clSetKernelArg(kernel_, i, sizeof(double), &ad);
+      else clSetKernelArg(kernel_, i, sizeof(float), &af);
     }
     cl_event e;
     if (clEnqueueNDRangeKernel(queue_, kernel_, dims_, nullptr, global_,
@@ -171,7 +200,8 @@ class RawRunner final : public Runner {
   std::vector<cl_mem> mems_;
   cl_uint dims_ = 1;
   size_t global_[3] = {1, 1, 1}, local_[3] = {1, 1, 1};
-  bool have_local_ = false, saxpy_ = false, double_ = false;
+  bool have_local_ = false, double_ = false;
+  std::string layout_;
 };
 
 kad::DeviceRegistry& registry() {
@@ -186,15 +216,15 @@ class InprocRunner final : public Runner {
     auto q = device.create_queue();
     if (!q.ok()) return q.status();
     queue_ = *std::move(q);
-    const bool saxpy = w.kernel == "saxpy";
-    auto m = kad::Module::create(kad::ModuleFormat::kOpenClC,
-                                 saxpy ? saxpy_source(w.type, false) : kScale);
+    auto m = kad::Module::create(kad::ModuleFormat::kOpenClC, w.source(false));
     if (!m.ok()) return m.status();
-    const kad::ScalarType t = w.type == "double" ? kad::ScalarType::kF64 : kad::ScalarType::kF32;
+    const kad::ScalarType t = w.double_scalar() ? kad::ScalarType::kF64 : kad::ScalarType::kF32;
     kad::KernelSignature sig{w.kernel, std::nullopt, std::nullopt, {}, ""};
-    sig.args = saxpy ? std::vector<kad::ArgSpec>{kad::ArgSpec::buffer(), kad::ArgSpec::scalar_of(t),
-                                                 kad::ArgSpec::const_buffer(), kad::ArgSpec::const_buffer()}
-                     : std::vector<kad::ArgSpec>{kad::ArgSpec::buffer(), kad::ArgSpec::scalar_of(t)};
+    for (char c : w.layout()) {
+      sig.args.push_back(c == 'B' ? kad::ArgSpec::buffer()
+                         : c == 'C' ? kad::ArgSpec::const_buffer()
+                                    : kad::ArgSpec::scalar_of(t));
+    }
     for (int64_t e : w.shape.ndrange) range_.extents.v[range_.extents.rank++] = e;
     range_.offsets = kad::Dims::filled(range_.extents.rank, 0);
     for (int64_t e : w.shape.workgroup) workgroup_.v[workgroup_.rank++] = e;
@@ -203,17 +233,16 @@ class InprocRunner final : public Runner {
     auto k = kad::Kernel::create(*m, sig);
     if (!k.ok()) return k.status();
     kernel_ = *std::move(k);
-    for (int i = 0; i < (saxpy ? 3 : 1); ++i) {
+    for (char c : w.layout()) {
+      if (c == 'S') {
+        args_.push_back(t == kad::ScalarType::kF64 ? kad::KernelArg::of_scalar(2.0)
+                                                   : kad::KernelArg::of_scalar(2.0f));
+        continue;
+      }
       auto b = device.allocate(static_cast<uint64_t>(w.items()) * w.element_bytes());
       if (!b.ok()) return b.status();
       buffers_.push_back(*std::move(b));
-    }
-    args_.push_back(kad::KernelArg::of_buffer(*buffers_[0]));
-    args_.push_back(t == kad::ScalarType::kF64 ? kad::KernelArg::of_scalar(2.0)
-                                               : kad::KernelArg::of_scalar(2.0f));
-    if (saxpy) {
-      args_.push_back(kad::KernelArg::of_buffer(*buffers_[1]));
-      args_.push_back(kad::KernelArg::of_buffer(*buffers_[2]));
+      args_.push_back(kad::KernelArg::of_buffer(*buffers_.back()));
     }
     request_ = {w.shape.static_ndrange ? nullptr : &range_,
                 w.shape.give_workgroup ? &workgroup_ : nullptr, args_};
@@ -285,17 +314,15 @@ class ClientRunner final : public Runner {
     auto q = client_->create_queue();
     if (!q.ok()) return q.status();
     queue_ = *std::move(q);
-    const bool saxpy = w.kernel == "saxpy";
-    auto m = client_->load_module(saxpy ? saxpy_source(w.type, false) : kScale);
+    auto m = client_->load_module(w.source(false));
     if (!m.ok()) return m.status();
-    const auto t = w.type == "double" ? kad::client::ScalarType::kF64 : kad::client::ScalarType::kF32;
+    const auto t = w.double_scalar() ? kad::client::ScalarType::kF64 : kad::client::ScalarType::kF32;
     kad::client::KernelSpec spec{.entry = w.kernel};
-    spec.args = saxpy ? std::vector<kad::client::ArgSpec>{kad::client::ArgSpec::buffer(),
-                                                          kad::client::ArgSpec::scalar_of(t),
-                                                          kad::client::ArgSpec::const_buffer(),
-                                                          kad::client::ArgSpec::const_buffer()}
-                      : std::vector<kad::client::ArgSpec>{kad::client::ArgSpec::buffer(),
-                                                          kad::client::ArgSpec::scalar_of(t)};
+    for (char c : w.layout()) {
+      spec.args.push_back(c == 'B' ? kad::client::ArgSpec::buffer()
+                          : c == 'C' ? kad::client::ArgSpec::const_buffer()
+                                     : kad::client::ArgSpec::scalar_of(t));
+    }
     for (int64_t e : w.shape.ndrange) range_.v[range_.rank++] = e;
     for (int64_t e : w.shape.workgroup) workgroup_.v[workgroup_.rank++] = e;
     if (w.shape.static_ndrange) spec.static_ndrange = range_;
@@ -303,13 +330,15 @@ class ClientRunner final : public Runner {
     auto k = client_->get_kernel(*m, spec);
     if (!k.ok()) return k.status();
     kernel_ = *k;
-    for (int i = 0; i < (saxpy ? 3 : 1); ++i) {
+    for (char c : w.layout()) {
+      if (c == 'S') {
+        args_.push_back(t == kad::client::ScalarType::kF64 ? kad::client::Arg::scalar(2.0)
+                                                           : kad::client::Arg::scalar(2.0f));
+        continue;
+      }
       auto b = client_->allocate(static_cast<uint64_t>(w.items()) * w.element_bytes());
       if (!b.ok()) return b.status();
       args_.push_back(kad::client::Arg::buffer(*b));
-      if (i == 0)
-        args_.push_back(t == kad::client::ScalarType::kF64 ? kad::client::Arg::scalar(2.0)
-                                                           : kad::client::Arg::scalar(2.0f));
     }
     static_ndrange_ = w.shape.static_ndrange;
     give_workgroup_ = w.shape.give_workgroup;
@@ -413,8 +442,9 @@ void register_all() {
   const std::vector<int64_t> sizes =
       g_full ? std::vector<int64_t>{64, 256, 512, 1024, 2048, 4096, 16384, 32768, 65536, 262144, 1048576}
              : std::vector<int64_t>{64, 65536, 1048576};
-  const std::vector<std::string> types = g_full ? std::vector<std::string>{"float", "double"}
-                                                : std::vector<std::string>{"float"};
+  const std::vector<std::string> types = g_full
+                                              ? std::vector<std::string>{"half", "float", "double"}
+                                              : std::vector<std::string>{"half", "float"};
   for (const std::string& mode : kModes) {
     for (const std::string& t : types) {
       for (int64_t n : sizes) {
@@ -425,7 +455,23 @@ void register_all() {
           Work w{"saxpy", t, shape};
           const std::string name = absl::StrFormat(
               "%s/saxpy/%s/%s/%d", mode, static_wg ? "static workgroup=(1024,)" : "default",
-              t == "double" ? "Float64" : "Float32", n);
+              t == "double" ? "Float64" : t == "half" ? "Float16" : "Float32", n);
+          benchmark::RegisterBenchmark(name.c_str(),
+                                       [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
+              ->UseRealTime();
+        }
+      }
+    }
+  }
+  // const/: a 16-step relaxation with static workgroup 1024, inputs @Const or not.
+  for (const std::string& mode : kModes) {
+    for (const std::string t : {"float", "double"}) {
+      for (int64_t n : g_full ? std::vector<int64_t>{65536, 262144} : std::vector<int64_t>{65536}) {
+        for (bool marked : {true, false}) {
+          Work w{"relax", t, {{n}, {1024}, false, true, false}, marked};
+          const std::string name = absl::StrFormat("%s/const/%s/%s/%d", mode,
+                                                   marked ? "@Const" : "unmarked",
+                                                   t == "double" ? "Float64" : "Float32", n);
           benchmark::RegisterBenchmark(name.c_str(),
                                        [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
               ->UseRealTime();
