@@ -18,8 +18,14 @@
 
 #include <CL/cl.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <numeric>
+#include <thread>
 #include <memory>
 #include <string>
 #include <vector>
@@ -36,6 +42,7 @@
 #include "server/kad_service.h"
 #include "server/shm_listener.h"
 #include "tests/support/alloc_counter.h"
+#include "tests/support/daemon.h"
 
 namespace {
 
@@ -307,8 +314,9 @@ InProcessDaemon& daemon() {
 class ClientRunner final : public Runner {
  public:
   explicit ClientRunner(std::string mode) : mode_(std::move(mode)) {}
-  absl::Status setup(const Work& w) override {
-    auto c = kad::Client::connect(daemon().uri(mode_), "bench");
+  absl::Status setup(const Work& w) override { return setup_uri(daemon().uri(mode_), w); }
+  absl::Status setup_uri(const std::string& uri, const Work& w) {
+    auto c = kad::Client::connect(uri, "bench");
     if (!c.ok()) return c.status();
     client_ = *std::move(c);
     auto q = client_->create_queue();
@@ -516,9 +524,140 @@ void register_all() {
   }
 }
 
+// ---- processes: time to load, concurrency --------------------------------------------------
+
+std::string g_self;  // this binary, re-executed as a worker
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// Worker modes, run in a child process (argv: --worker MODE ...).
+int worker(int argc, char** argv) {
+  if ((std::string(argv[2]) == "latency" && argc < 6) || (std::string(argv[2]) == "first-launch" && argc < 4)) return 2;
+  const std::string mode = argv[2];
+  if (mode == "standalone") {  // a fresh process that sets up PoCL and compiles the kernel itself
+    InprocRunner r;
+    Work w{"scale", "float", {{64}, {}, false, false, false}};
+    return r.setup(w).ok() && r.launch().ok() && r.wait().ok() ? 0 : 1;
+  }
+  const std::string uri = argv[3];
+  ClientRunner r(uri.find("?transport=grpc") != std::string::npos ? "grpc-unix" : "shm");
+  Work w{"scale", "float", {{64}, {}, false, false, false}};
+  // The worker's uri comes from the parent's in-process daemon; reuse its naming.
+  if (!r.setup_uri(uri, w).ok()) return 1;
+  if (mode == "first-launch") return r.launch().ok() && r.wait().ok() ? 0 : 1;
+  if (mode == "latency") {  // N synchronous launches, each timed; written to OUT
+    const int n = std::atoi(argv[4]);
+    std::vector<double> us;
+    us.reserve(static_cast<size_t>(n));
+    const auto start = Clock::now();
+    for (int i = 0; i < n; ++i) {
+      const auto t = Clock::now();
+      if (!r.launch().ok() || !r.wait().ok()) return 1;
+      us.push_back(seconds_since(t) * 1e6);
+    }
+    const double total = seconds_since(start);
+    std::ofstream out(argv[5]);
+    out << total << "\n";
+    for (double u : us) out << u << "\n";
+    return 0;
+  }
+  return 2;
+}
+
+double time_process(const std::vector<std::string>& argv) {
+  const auto t = Clock::now();
+  const pid_t pid = kad::testing::spawn(argv);
+  return kad::testing::wait_exit(pid) == 0 ? seconds_since(t) : -1;
+}
+
+void register_processes() {
+  benchmark::RegisterBenchmark("time_to_load/daemon start until it serves", [](benchmark::State& s) {
+    for (auto _ : s) {
+      const auto t = Clock::now();
+      auto d = kad::testing::Daemon::start();
+      if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
+      s.SetIterationTime(seconds_since(t));
+    }
+  })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+  for (const std::string mode : {"shm", "grpc-unix"}) {
+    benchmark::RegisterBenchmark(
+        (mode + "/time_to_load/new client's connect and first launch of a cached kernel").c_str(),
+        [mode](benchmark::State& s) {
+          const std::string uri = daemon().uri(mode);
+          time_process({g_self, "--worker", "first-launch", uri});  // compiles once, in kad
+          for (auto _ : s) {
+            const double t = time_process({g_self, "--worker", "first-launch", uri});
+            if (t < 0) return s.SkipWithError("worker failed");
+            s.SetIterationTime(t);
+          }
+        })->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+  }
+  benchmark::RegisterBenchmark(
+      "raw/time_to_load/fresh process that sets up PoCL and compiles the kernel itself",
+      [](benchmark::State& s) {
+        setenv("POCL_KERNEL_CACHE", "0", 1);  // no help from PoCL's disk cache
+        for (auto _ : s) {
+          const double t = time_process({g_self, "--worker", "standalone"});
+          if (t < 0) return s.SkipWithError("worker failed");
+          s.SetIterationTime(t);
+        }
+        unsetenv("POCL_KERNEL_CACHE");
+      })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+
+  // concurrency: client processes launching on one device at once.
+  const std::vector<int> counts = g_full ? std::vector<int>{1, 2, 4, 8, 16, 32}
+                                         : std::vector<int>{1, 4, 16, 32};
+  for (int clients : counts) {
+    benchmark::RegisterBenchmark(
+        absl::StrFormat("shm/concurrency/clients:%d", clients).c_str(),
+        [clients](benchmark::State& s) {
+          const int launches = g_full ? 1000 : 200;
+          for (auto _ : s) {
+            std::vector<pid_t> pids;
+            std::vector<std::string> files;
+            const auto t = Clock::now();
+            for (int c = 0; c < clients; ++c) {
+              files.push_back(absl::StrFormat("/tmp/kad-bench-lat-%d-%d", getpid(), c));
+              pids.push_back(kad::testing::spawn({g_self, "--worker", "latency",
+                                                  daemon().uri("shm"), std::to_string(launches),
+                                                  files.back()}));
+            }
+            bool ok = true;
+            for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
+            const double wall = seconds_since(t);
+            if (!ok) return s.SkipWithError("a client failed");
+            std::vector<double> latencies, rates;
+            for (const std::string& f : files) {
+              std::ifstream in(f);
+              double total, us;
+              in >> total;
+              rates.push_back(launches / total);
+              while (in >> us) latencies.push_back(us);
+              std::filesystem::remove(f);
+            }
+            std::sort(latencies.begin(), latencies.end());
+            const double sum = std::accumulate(rates.begin(), rates.end(), 0.0);
+            double squares = 0;
+            for (double r : rates) squares += r * r;
+            s.SetIterationTime(wall);
+            s.counters["launches_per_s"] = clients * launches / wall;
+            s.counters["p50_us"] = latencies[latencies.size() / 2];
+            s.counters["p99_us"] = latencies[latencies.size() * 99 / 100];
+            s.counters["jain"] = sum * sum / (clients * squares);
+          }
+        })->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::strcmp(argv[1], "--worker") == 0) return worker(argc, argv);
+  g_self = std::filesystem::canonical("/proc/self/exe").string();
   std::vector<char*> args;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile=full") == 0) g_full = true;
@@ -526,6 +665,7 @@ int main(int argc, char** argv) {
   }
   int n = static_cast<int>(args.size());
   register_all();
+  register_processes();
   benchmark::Initialize(&n, args.data());
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
