@@ -17,7 +17,10 @@ def main(src, dst, machine):
     for b in data["benchmarks"]:
         if b.get("run_type") == "aggregate" or b.get("error_occurred"):
             continue
-        name = b["name"].removesuffix("/real_time")
+        name = b["name"]
+        for suffix in ("/real_time", "/manual_time"):
+            name = name.removesuffix(suffix)
+        name = name.replace("/iterations:1", "").replace("/iterations:3", "").replace("/iterations:5", "")
         mode, _, case = name.partition("/")
         rows.setdefault(case, {})[mode] = b
 
@@ -32,7 +35,10 @@ def main(src, dst, machine):
            "(`kad` = kad's own code on both sides, `total` = everything).\n",
            "| case | mode | time (µs) | x raw | launches/s | kad allocs | total allocs |",
            "|---|---|---:|---:|---:|---:|---:|"]
+    conc = [(c, m["shm"]) for c, m in rows.items() if c.startswith("concurrency/") and "shm" in m]
     for case, modes in rows.items():
+        if case.startswith("concurrency/"):
+            continue
         raw = modes.get("raw")
         for mode in MODES:
             b = modes.get(mode)
@@ -42,7 +48,78 @@ def main(src, dst, machine):
             rate = f"{b['items_per_second']:.0f}" if "items_per_second" in b else ""
             out.append(f"| {case} | {mode} | {us(b):.1f} | {ratio} | {rate} | "
                        f"{b.get('kad_allocs', 0):.1f} | {b.get('total_allocs', 0):.1f} |")
+    if conc:
+        out += ["", "Concurrency (shm, client processes on one device):", "",
+                "| clients | launches/s | p50 (µs) | p99 (µs) | Jain's index |",
+                "|---:|---:|---:|---:|---:|"]
+        for case, b in conc:
+            out.append(f"| {case.rsplit(':', 1)[1]} | {b.get('launches_per_s', 0):.0f} | "
+                       f"{b.get('p50_us', 0):.0f} | {b.get('p99_us', 0):.0f} | {b.get('jain', 0):.3f} |")
     open(dst, "w").write("\n".join(out) + "\n")
+    plot(rows, us, dst.rsplit("/", 1)[0] if "/" in dst else ".")
+
+
+def plot(rows, us, folder):
+    """PNG plots next to results.md: launch overhead by mode, saxpy time by
+    size per mode, latency against client count. Skipped without matplotlib."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("report.py: no matplotlib, no plots")
+        return
+    # Launch overhead: each launch/ case, one bar per mode.
+    cases = [c for c in rows if c.startswith("launch/")]
+    if cases:
+        fig, ax = plt.subplots(figsize=(11, 5))
+        width = 0.16
+        for k, mode in enumerate(MODES):
+            xs = [i + k * width for i, c in enumerate(cases) if mode in rows[c]]
+            ys = [us(rows[c][mode]) for c in cases if mode in rows[c]]
+            ax.bar(xs, ys, width, label=mode)
+        ax.set_xticks([i + 2 * width for i in range(len(cases))])
+        ax.set_xticklabels([c.removeprefix("launch/") for c in cases], rotation=20, ha="right",
+                           fontsize=7)
+        ax.set_ylabel("µs per launch (launch + wait)")
+        ax.set_yscale("log")
+        ax.set_title("Launch overhead by mode")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(f"{folder}/launch_overhead.png", dpi=110)
+    # saxpy: time by size, one line per mode (Float32, default workgroup).
+    fig, ax = plt.subplots(figsize=(8, 5))
+    drew = False
+    for mode in MODES:
+        pts = sorted((int(c.rsplit("/", 1)[1]), us(m[mode])) for c, m in rows.items()
+                     if c.startswith("saxpy/default/Float32/") and mode in m)
+        if pts:
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=mode)
+            drew = True
+    if drew:
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("elements")
+        ax.set_ylabel("µs per launch (launch + wait)")
+        ax.set_title("saxpy Float32 by size")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(f"{folder}/saxpy_by_size.png", dpi=110)
+    # Latency against client count.
+    pts = sorted((int(c.rsplit(":", 1)[1]), m["shm"]) for c, m in rows.items()
+                 if c.startswith("concurrency/clients:") and "shm" in m)
+    if pts:
+        fig, ax = plt.subplots(figsize=(8, 5))
+        ax.plot([p[0] for p in pts], [p[1].get("p50_us", 0) for p in pts], marker="o", label="p50")
+        ax.plot([p[0] for p in pts], [p[1].get("p99_us", 0) for p in pts], marker="o", label="p99")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("client processes")
+        ax.set_ylabel("µs per synchronous launch")
+        ax.set_title("shm: latency against client count")
+        ax.legend()
+        fig.tight_layout()
+        fig.savefig(f"{folder}/latency_by_clients.png", dpi=110)
 
 
 if __name__ == "__main__":

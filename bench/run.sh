@@ -3,7 +3,8 @@
 # DIR/results.json (Google Benchmark JSON) and DIR/results.md (each mode's
 # ratio to raw/).
 #   bench/run.sh [--quick|--full] [--out DIR] [--filter REGEX]
-# --quick (default): a few sizes, about two minutes on 2 cores; --full: all of them.
+# --quick (default): a few sizes, about three minutes on 2 cores; --full: all of them.
+# Also writes PNG plots: launch_overhead.png, saxpy_by_size.png, latency_by_clients.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 profile=quick
@@ -22,6 +23,14 @@ while [ $# -gt 0 ]; do
   shift
 done
 bash deploy/install-deps.sh
+# The plots need Debian's matplotlib (for /usr/bin/python3).
+if ! dpkg-query -W -f='${Status}' python3-matplotlib 2>/dev/null | grep -q "install ok installed"; then
+  if [ "$(id -u)" -eq 0 ]; then
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3-matplotlib
+  else
+    echo "run.sh: python3-matplotlib missing: results without plots" >&2
+  fi
+fi
 cmake -S . -B build -G Ninja >/dev/null
 cmake --build build -j2 --target kad_bench
 mkdir -p "$out"
@@ -29,5 +38,6 @@ build/bench/kad_bench --profile="$profile" --benchmark_filter="$filter" \
   --benchmark_min_time="$min_time" --benchmark_out="$out/results.json" \
   --benchmark_out_format=json
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(free -g | awk '/Mem:/ {print $2}') GiB"
-python3 bench/report.py "$out/results.json" "$out/results.md" "$machine"
+/usr/bin/python3 bench/report.py "$out/results.json" "$out/results.md" "$machine"
 echo "wrote $out/results.json and $out/results.md"
+ls "$out"/*.png 2>/dev/null || true
