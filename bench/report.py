@@ -40,7 +40,7 @@ def main(src, dst, machine):
         if case.startswith("concurrency/"):
             continue
         raw = modes.get("raw")
-        for mode in MODES:
+        for mode in MODES + [m for m in modes if m not in MODES]:
             b = modes.get(mode)
             if b is None:
                 continue
