@@ -11,6 +11,7 @@
 #include "absl/synchronization/mutex.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "kad/client.h"
 #include "kad/v1/kad.grpc.pb.h"
 
@@ -67,6 +68,23 @@ class Queue::Transport {
   virtual absl::Status write(const Buffer& buffer, uint64_t offset,
                              std::span<const std::byte> data) = 0;
   virtual absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) = 0;
+
+ protected:
+  // Keeps the first failure of a submitted launch, reported by the next wait.
+  void defer(absl::StatusCode code, absl::string_view message) {
+    if (deferred_.ok())
+      deferred_ = absl::Status(code, absl::StrCat("a submitted launch failed: ", message));
+  }
+  // What wait() returns: the deferred failure (once), else the wait's own status.
+  absl::Status after_wait(absl::Status waited) {
+    if (deferred_.ok()) return waited;
+    absl::Status first = std::move(deferred_);
+    deferred_ = absl::OkStatus();
+    return first;
+  }
+
+ private:
+  absl::Status deferred_;
 };
 
 std::unique_ptr<Queue::Transport> make_grpc_transport(std::shared_ptr<Connection> connection,

@@ -56,13 +56,7 @@ class GrpcTransport final : public Queue::Transport {
   absl::Status wait(uint64_t event) override {
     command_.Clear();
     command_.mutable_wait()->set_event(event);
-    absl::Status s = roundtrip();
-    if (!deferred_.ok()) {
-      absl::Status first = deferred_;
-      deferred_ = absl::OkStatus();
-      return first;
-    }
-    return s;
+    return after_wait(roundtrip());
   }
 
   absl::Status ping() override {
@@ -133,10 +127,7 @@ class GrpcTransport final : public Queue::Transport {
       return closed();
     }
     --pending_;
-    if (reply_.code() != 0 && deferred_.ok()) {
-      deferred_ = absl::Status(static_cast<absl::StatusCode>(reply_.code()),
-                               absl::StrCat("a submitted launch failed: ", reply_.message()));
-    }
+    if (reply_.code() != 0) defer(static_cast<absl::StatusCode>(reply_.code()), reply_.message());
     return absl::OkStatus();
   }
 
@@ -168,7 +159,6 @@ class GrpcTransport final : public Queue::Transport {
   v1::QueueReply reply_;
   uint64_t next_tag_ = 1;
   int pending_ = 0;
-  absl::Status deferred_;
 };
 
 }  // namespace

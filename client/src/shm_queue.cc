@@ -166,13 +166,7 @@ class ShmTransport final : public Queue::Transport {
     r->op = static_cast<uint32_t>(Op::kWait);
     r->event = event;
     publish();
-    absl::Status s = answer();
-    if (!deferred_.ok()) {
-      absl::Status first = deferred_;
-      deferred_ = absl::OkStatus();
-      return first;
-    }
-    return s;
+    return after_wait(answer());
   }
 
   absl::Status ping() override {
@@ -279,9 +273,9 @@ class ShmTransport final : public Queue::Transport {
   absl::Status answer() {
     while (pending_ > 1) {
       if (absl::Status s = read_one(); !s.ok()) return s;
-      if (done_.code != 0 && deferred_.ok()) {
-        deferred_ = absl::Status(status_of(done_).code(),
-                                 absl::StrCat("a submitted launch failed: ", status_of(done_).message()));
+      if (done_.code != 0) {
+        defer(static_cast<absl::StatusCode>(done_.code),
+              absl::string_view(done_.message, std::min<size_t>(done_.message_length, kMaxMessage)));
       }
     }
     if (absl::Status s = read_one(); !s.ok()) return s;
@@ -313,7 +307,6 @@ class ShmTransport final : public Queue::Transport {
   uint64_t next_answer_ = 1;  // the tag the next completion must carry
   int pending_ = 0;    // records without an answer read
   CompletionRecord done_{};
-  absl::Status deferred_;
 };
 
 }  // namespace
