@@ -43,6 +43,7 @@
 #include "server/shm_listener.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
+#include "tests/support/in_process_daemon.h"
 
 namespace {
 
@@ -276,38 +277,8 @@ class InprocRunner final : public Runner {
 };
 
 // The daemon of the client modes, in this process.
-struct InProcessDaemon {
-  InProcessDaemon()
-      : engine(kad::discover_devices(), kad::server::EngineLimits{}), service(engine) {
-    socket = absl::StrFormat("/tmp/kad-bench-%d.sock", getpid());
-    std::filesystem::remove(socket);
-    grpc::ServerBuilder builder;
-    builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &tcp_port);
-    builder.RegisterService(&service);
-    server = builder.BuildAndStart();
-    shm = *kad::server::ShmListener::start(engine, socket + ".shm", {});
-  }
-  ~InProcessDaemon() {
-    shm.reset();
-    server->Shutdown();
-    std::filesystem::remove(socket);
-  }
-  std::string uri(const std::string& mode) const {
-    if (mode == "shm") return "unix:" + socket + "?transport=shm";
-    if (mode == "grpc-unix") return "unix:" + socket + "?transport=grpc";
-    return absl::StrCat("tcp://127.0.0.1:", tcp_port);
-  }
-  kad::server::Engine engine;
-  kad::server::KadService service;
-  std::string socket;
-  int tcp_port = 0;
-  std::unique_ptr<grpc::Server> server;
-  std::unique_ptr<kad::server::ShmListener> shm;
-};
-
-InProcessDaemon& daemon() {
-  static auto* d = new InProcessDaemon();
+kad::testing::InProcessDaemon& daemon() {
+  static auto* d = new kad::testing::InProcessDaemon("bench");
   return *d;
 }
 

@@ -18,6 +18,7 @@
 #include "server/wire.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
+#include "tests/support/in_process_daemon.h"
 
 namespace kad::server {
 namespace {
@@ -77,20 +78,13 @@ TEST(DaemonAllocations, EngineWarmLaunchFromTheWireAllocatesNothing) {
 TEST(DaemonAllocations, WholeDaemonPerLaunchOverTheStreamIsReported) {
   // The daemon runs in this process; the client is another process, so every
   // allocation counted here is the daemon's.
-  Engine engine(discover_devices(), EngineLimits{});
-  KadService service(engine);
-  const std::string socket = absl::StrFormat("/tmp/kad-alloc-%d.sock", getpid());
-  std::filesystem::remove(socket);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
+  testing::InProcessDaemon daemon("alloc");
+  ASSERT_TRUE(daemon.serving());
 
   auto run_client = [&](int launches) {
     AllocCounter counter;
     const pid_t pid = testing::spawn(
-        {KAD_TEST_CLIENT_PATH, "unix:" + socket, "pipeline", std::to_string(launches)});
+        {KAD_TEST_CLIENT_PATH, daemon.uri("grpc-unix"), "pipeline", std::to_string(launches)});
     EXPECT_EQ(testing::wait_exit(pid), 0);
     return counter.counts();
   };
@@ -108,8 +102,6 @@ TEST(DaemonAllocations, WholeDaemonPerLaunchOverTheStreamIsReported) {
       per_launch, bytes, driver);
   std::printf("  %s\n", report.c_str());
   ::testing::Test::RecordProperty("daemon_allocs_per_launch", report);
-  server->Shutdown();
-  std::filesystem::remove(socket);
 }
 
 }  // namespace

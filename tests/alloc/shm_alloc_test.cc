@@ -19,6 +19,7 @@
 #include "server/shm_listener.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
+#include "tests/support/in_process_daemon.h"
 
 namespace kad {
 namespace {
@@ -75,25 +76,16 @@ TEST(ShmAllocations, ClientWarmLaunchAllocatesNothing) {
 }
 
 TEST(ShmAllocations, DaemonWarmLaunchAllocatesNothingOnItsChannelThreads) {
-  server::Engine engine(discover_devices(), server::EngineLimits{});
-  server::KadService service(engine);
-  const std::string socket = absl::StrFormat("/tmp/kad-shm-alloc-%d.sock", getpid());
-  std::filesystem::remove(socket);
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("unix:" + socket, grpc::InsecureServerCredentials());
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  ASSERT_NE(server, nullptr);
-  auto listener = server::ShmListener::start(engine, socket + ".shm", {});
-  ASSERT_TRUE(listener.ok()) << listener.status();
+  testing::InProcessDaemon daemon("shm-alloc");
+  ASSERT_TRUE(daemon.serving());
 
   auto run_client = [&](int launches) {
     AllocCounter counter;
-    const pid_t pid = testing::spawn({KAD_TEST_CLIENT_PATH, "unix:" + socket + "?transport=shm",
+    const pid_t pid = testing::spawn({KAD_TEST_CLIENT_PATH, daemon.uri("shm"),
                                       "pipeline", std::to_string(launches)});
     EXPECT_EQ(testing::wait_exit(pid), 0);
     // The channel thread may still be finishing its last completion.
-    for (int i = 0; i < 100 && (*listener)->channels() > 0; ++i) usleep(10000);
+    for (int i = 0; i < 100 && daemon.shm().channels() > 0; ++i) usleep(10000);
     return counter.counts();
   };
   run_client(100);  // compiles the kernel
@@ -109,9 +101,6 @@ TEST(ShmAllocations, DaemonWarmLaunchAllocatesNothingOnItsChannelThreads) {
       << "the daemon's warm shared-memory path allocated";
   // Not blind: a new session's first launch (its kernel's first lookup) allocates there.
   EXPECT_GT(small.service_allocs, 0u);
-  listener->reset();
-  server->Shutdown();
-  std::filesystem::remove(socket);
 }
 
 }  // namespace
