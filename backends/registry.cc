@@ -1,5 +1,8 @@
 #include "backends/registry.h"
 
+#include "backends/cuda/cuda_backend.h"
+#include "backends/hsa/hsa_backend.h"
+#include "backends/level_zero/level_zero_backend.h"
 #include "backends/opencl/opencl_backend.h"
 
 namespace kad {
@@ -16,11 +19,18 @@ Device* DeviceRegistry::find(absl::string_view id) const {
   return nullptr;
 }
 
-DeviceRegistry discover_devices() {
+DeviceRegistry discover_devices(const DiscoveryConfig& config) {
   DeviceRegistry registry;
-  opencl::Discovery cl = opencl::discover();
-  for (auto& d : cl.devices) registry.devices.push_back(std::move(d));
-  registry.log = std::move(cl.log);
+  // Every backend is asked; one whose library or hardware is missing adds a
+  // log line and no devices.
+  cuda::DiscoveryOptions cuda_options;
+  cuda_options.device.prefer_blocks = config.cuda_prefer_blocks;
+  BackendDiscovery backends[] = {opencl::discover(), cuda::discover(cuda_options), hsa::discover(),
+                                 level_zero::discover()};
+  for (BackendDiscovery& found : backends) {
+    for (auto& d : found.devices) registry.devices.push_back(std::move(d));
+    for (auto& line : found.log) registry.log.push_back(std::move(line));
+  }
   return registry;
 }
 

@@ -19,6 +19,11 @@ struct DeviceRegistry {
   Device* find(absl::string_view id) const;
 };
 
-DeviceRegistry discover_devices();
+// Settings of the backends that have any (kad's flags).
+struct DiscoveryConfig {
+  bool cuda_prefer_blocks = false;  // CUDA tuning: more, smaller blocks (see occupancy_threads)
+};
+
+DeviceRegistry discover_devices(const DiscoveryConfig& config = {});
 
 }  // namespace kad

@@ -14,4 +14,14 @@ absl::Status check_buffer_range(const Buffer& buffer, uint64_t offset, uint64_t 
   return absl::OkStatus();
 }
 
+absl::Status check_transfer(const Queue& queue, const Buffer& buffer, uint64_t offset,
+                            uint64_t size) {
+  if (&buffer.device() != &queue.device()) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a buffer on device %s cannot be copied by a queue on device %s",
+                        buffer.device().info().id, queue.device().info().id));
+  }
+  return check_buffer_range(buffer, offset, size);
+}
+
 }  // namespace kad

@@ -70,6 +70,7 @@ struct CompileRequest {
   const Module& module;
   const KernelSignature& signature;
   const Specialization& spec;
+  const SpecializationKey& key;  // names the result in the in-memory and on-disk caches
   std::string source;   // OpenCL C modules: defines + prelude + user source
   std::string options;  // the kernel's build options and the backend's compiler_options
 };
@@ -132,7 +133,20 @@ class Device {
   virtual LaunchOverride* launch_override() { return nullptr; }
 };
 
+// What one backend found when kad started: its devices, and one log line per
+// library or device — what was found, or why nothing was (library missing, no
+// device). A backend that finds nothing never stops kad.
+struct BackendDiscovery {
+  std::vector<std::unique_ptr<Device>> devices;
+  std::vector<std::string> log;
+};
+
 // Checks that [offset, offset + size) lies inside `buffer`.
 absl::Status check_buffer_range(const Buffer& buffer, uint64_t offset, uint64_t size);
+
+// What every Queue::write_buffer / read_buffer checks first: the buffer is on
+// the queue's device and the range lies inside it.
+absl::Status check_transfer(const Queue& queue, const Buffer& buffer, uint64_t offset,
+                            uint64_t size);
 
 }  // namespace kad

@@ -1,5 +1,6 @@
 #include "core/kernel.h"
 
+#include "core/kernel_lowering.h"
 #include "core/partition.h"
 
 #include "absl/strings/ascii.h"
@@ -79,9 +80,15 @@ absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Spe
   absl::StatusOr<CompiledKernel*> result =
       cache.get_or_compile(key, [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
         *compiled = true;
-        CompileRequest request{*module_, signature_, spec,
-                               specialised_source(spec, module_->bytes()), key.compiler_options};
-        return device.compile(request);
+        CompileRequest request{*module_, signature_, spec, key,
+                               module_->format() == ModuleFormat::kOpenClC
+                                   ? specialised_source(spec, module_->bytes())
+                                   : std::string(),
+                               key.compiler_options};
+        absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled = device.compile(request);
+        KernelLowering& lowering = KernelLowering::shared();
+        if (compiled.ok() && lowering.prelowering()) lowering.prelower(request);
+        return compiled;
       });
   if (!result.ok()) return result;
 

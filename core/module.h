@@ -9,8 +9,10 @@
 
 namespace kad {
 
-// The formats of DESIGN §5. Only OpenCL C is accepted so far; the others are
-// reserved and rejected with a clear error until their toolchain exists.
+// The formats of DESIGN §5. OpenCL C is compiled with the prelude in its
+// source form; SPIR-V and spir64 bitcode must be built against the prelude's
+// linked form (core/prelude/kad_prelude.cl); PTX, cubin and AMDGCN code
+// objects are device code, run as they are where the device takes them.
 enum class ModuleFormat : uint8_t {
   kOpenClC = 1,
   kSpirv = 2,
@@ -24,6 +26,11 @@ absl::string_view module_format_name(ModuleFormat format);
 
 class Module {
  public:
+  // Checks what can be checked without a compiler: SPIR-V's header, word
+  // framing, Physical64 addressing and entry points (either byte order);
+  // bitcode's magic (raw or wrapped) and size; PTX's .version and .target;
+  // the ELF header and machine of cubins (EM_CUDA) and code objects
+  // (EM_AMDGPU). INVALID_ARGUMENT naming the format and the fault otherwise.
   static absl::StatusOr<std::shared_ptr<const Module>> create(ModuleFormat format,
                                                               std::string bytes);
 

@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/module.h"
 
 namespace kad {
 
@@ -15,6 +16,14 @@ std::string padded_list(const Dims& dims, int64_t fill) {
   for (int d = 0; d < kMaxRank; ++d)
     absl::StrAppend(&out, d ? ", " : "", d < dims.rank ? dims[d] : fill, "L");
   return out;
+}
+
+// Names the prelude in every key: the prelude is compiled into every kernel
+// (and into the specialisation module of every IR module), so code built
+// against another version of it must not be found.
+const std::string& prelude_digest() {
+  static const std::string* digest = new std::string(sha256_hex(kPreludeSource));
+  return *digest;
 }
 
 }  // namespace
@@ -73,7 +82,7 @@ std::string SpecializationKey::canonical() const {
       "\nstatic-workgroup ", s.static_workgroup ? to_string(*s.static_workgroup) : "dynamic",
       "\nstatic-blocks ", s.static_blocks ? to_string(*s.static_blocks) : "dynamic",
       "\ncheck-bounds ", s.check_bounds ? 1 : 0, "\noptions ", compiler_options, "\ntoolchain ",
-      toolchain_version, "\n");
+      toolchain_version, "\nprelude ", prelude_digest(), "\n");
 }
 
 }  // namespace kad

@@ -47,7 +47,8 @@ struct SpecializationKey {
   std::string compiler_options;   // the kernel's and the backend's
   std::string toolchain_version;  // compiler and driver versions
 
-  // A stable text form, one field per line: the cache's map key, and hashed
+  // A stable text form, one field per line, ending with the SHA-256 of the
+  // prelude (compiled into every kernel): the cache's map key, and hashed
   // (SHA-256) to name entries on disk.
   std::string canonical() const;
 };

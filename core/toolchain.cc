@@ -19,6 +19,8 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "absl/strings/match.h"
+#include "core/specialization.h"
 
 namespace kad {
 namespace {
@@ -47,6 +49,28 @@ struct WorkDir {
   }
 };
 
+// Runs `steps` in order under `limits`; the first that crashes or fails ends
+// the lowering with its output. `what` says what was being done ("lowering to
+// PTX").
+absl::Status run_steps(const std::vector<std::vector<std::string>>& steps,
+                       const ToolchainLimits& limits, absl::string_view what) {
+  for (const auto& step : steps) {
+    absl::StatusOr<ToolRun> run = run_limited(step, limits);
+    if (!run.ok()) return run.status();
+    if (run->signal != 0) {
+      return absl::InternalError(absl::StrFormat("%s crashed (signal %d) %s:\n%s",
+                                                 fs::path(step[0]).filename().string(),
+                                                 run->signal, what, run->output));
+    }
+    if (run->exit_code != 0) {
+      return absl::InvalidArgumentError(absl::StrFormat("%s failed %s (exit %d):\n%s",
+                                                        fs::path(step[0]).filename().string(),
+                                                        what, run->exit_code, run->output));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::string_view code_target_name(CodeTarget target) {
@@ -54,6 +78,7 @@ absl::string_view code_target_name(CodeTarget target) {
     case CodeTarget::kPtx: return "PTX";
     case CodeTarget::kSpirv: return "SPIR-V";
     case CodeTarget::kAmdgcn: return "AMDGCN code object";
+    case CodeTarget::kSpir: return "SPIR bitcode";
   }
   return "unknown";
 }
@@ -141,10 +166,13 @@ absl::StatusOr<Toolchain> Toolchain::find() {
   t.clang_ = t.bin_ + "/clang";
   t.llvm_link_ = t.bin_ + "/llvm-link";
   t.llc_ = t.bin_ + "/llc";
+  t.llvm_nm_ = t.bin_ + "/llvm-nm";
+  t.opt_ = t.bin_ + "/opt";
   t.lld_ = t.bin_ + "/ld.lld";
   t.llvm_spirv_ = fs::exists(t.bin_ + "/llvm-spirv") ? t.bin_ + "/llvm-spirv" : "/usr/bin/llvm-spirv-15";
   t.libclc_ = "/usr/lib/clc";
-  for (const std::string& tool : {t.clang_, t.llvm_link_, t.llc_, t.lld_, t.llvm_spirv_}) {
+  for (const std::string& tool :
+       {t.clang_, t.llvm_link_, t.llc_, t.lld_, t.llvm_spirv_, t.llvm_nm_, t.opt_}) {
     if (!fs::exists(tool)) {
       return absl::NotFoundError(absl::StrCat(
           "toolchain: ", tool, " is missing (install clang-15, llvm-15, lld-15, llvm-spirv-15)"));
@@ -168,6 +196,7 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
   std::ofstream(src, std::ios::binary) << source;
   const std::string bc = (dir.path / "kernel.bc").string();
   const std::string linked = (dir.path / "linked.bc").string();
+  const std::string optimised = (dir.path / "optimised.bc").string();
   const std::string result = (dir.path / "kernel.out").string();
 
   std::vector<std::string> front = {clang_, "-x", "cl", "-cl-std=CL1.2", "-Xclang",
@@ -178,8 +207,11 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
       front.insert(front.end(), {"-target", "nvptx64-nvidia-cuda", absl::StrCat("-march=", cpu)});
       steps.push_back({llvm_link_, "--only-needed", "--suppress-warnings", bc,
                        libclc_ + "/nvptx64--nvidiacl.bc", "-o", linked});
-      steps.push_back({llc_, "-march=nvptx64", absl::StrCat("-mcpu=", cpu), "-O3", linked, "-o",
-                       result});
+      // Once more after linking: libclc's built-ins (get_local_id, vload_half)
+      // are inlined and folded into the kernel instead of staying calls.
+      steps.push_back({opt_, "-O3", linked, "-o", optimised});
+      steps.push_back({llc_, "-march=nvptx64", absl::StrCat("-mcpu=", cpu), "-O3", optimised,
+                       "-o", result});
       break;
     case CodeTarget::kSpirv:
       // llvm-spirv 15 cannot translate what LLVM's optimiser emits (`freeze`);
@@ -192,9 +224,16 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
                    {"-target", "amdgcn-amd-amdhsa", absl::StrCat("-mcpu=", cpu), "-nogpulib"});
       steps.push_back({llvm_link_, "--only-needed", "--suppress-warnings", bc,
                        libclc_ + "/amdgcn--amdhsa.bc", "-o", linked});
+      steps.push_back({opt_, "-O3", linked, "-o", optimised});  // as for PTX
       steps.push_back({llc_, "-march=amdgcn", absl::StrCat("-mcpu=", cpu), "-O3",
-                       "-filetype=obj", linked, "-o", result + ".o"});
+                       "-filetype=obj", optimised, "-o", result + ".o"});
       steps.push_back({lld_, "-shared", result + ".o", "-o", result});
+      break;
+    case CodeTarget::kSpir:
+      // SPIR 1.2 is spir64 bitcode as clang emits it; the consuming driver
+      // (PoCL's cl_khr_spir) optimises it.
+      front.insert(front.end(), {"-target", "spir64", "-Xclang", "-disable-llvm-passes"});
+      steps.push_back({llvm_link_, bc, "-o", result});
       break;
   }
   for (absl::string_view option : absl::StrSplit(options, ' ', absl::SkipEmpty()))
@@ -202,20 +241,110 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
   front.insert(front.end(), {src, "-o", bc});
   steps.insert(steps.begin(), front);
 
-  for (const auto& step : steps) {
-    absl::StatusOr<ToolRun> run = run_limited(step, limits);
-    if (!run.ok()) return run.status();
-    if (run->signal != 0) {
-      return absl::InternalError(absl::StrFormat(
-          "%s crashed (signal %d) lowering to %s:\n%s", fs::path(step[0]).filename().string(),
-          run->signal, code_target_name(target), run->output));
-    }
-    if (run->exit_code != 0) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s failed lowering to %s (exit %d):\n%s", fs::path(step[0]).filename().string(),
-          code_target_name(target), run->exit_code, run->output));
+  if (absl::Status s =
+          run_steps(steps, limits, absl::StrCat("lowering to ", code_target_name(target)));
+      !s.ok()) {
+    return s;
+  }
+  return read_file(result);
+}
+
+absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat format,
+                                                absl::string_view module,
+                                                absl::string_view specialization,
+                                                absl::string_view cpu, absl::string_view options,
+                                                const ToolchainLimits& limits) const {
+  (void)cpu;
+  // SPIR bitcode and SPIR-V are consumed by drivers that compile them with
+  // their own options (clBuildProgram, zeModuleCreate): `options` are theirs.
+  (void)options;
+  const absl::string_view format_name = module_format_name(format);
+  if (format != ModuleFormat::kSpirv && format != ModuleFormat::kLlvmBitcodeSpir64) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "lower_ir takes SPIR-V or LLVM bitcode (spir64) modules, not %s", format_name));
+  }
+  if (target == CodeTarget::kPtx || target == CodeTarget::kAmdgcn) {
+    // Retargeting SPIR to NVPTX or AMDGPU means rewriting address spaces
+    // (SPIR's constant space is 2, NVPTX's and AMDGPU's 4; AMDGPU's private
+    // space is 5, SPIR's 0), the intrinsics named after them, the calling
+    // conventions and how kernels take aggregates: no tool here does that.
+    return absl::UnimplementedError(absl::StrFormat(
+        "a %s module cannot be lowered to %s yet: the module is spir64 IR, and no tool of kad's "
+        "toolchain (LLVM 15) retargets it soundly (SPIR's address spaces differ from %s's: "
+        "constant is 2 in SPIR and 4 there%s); submit the kernel as OpenCL C for this device",
+        format_name, code_target_name(target),
+        target == CodeTarget::kPtx ? "NVPTX" : "AMDGPU",
+        target == CodeTarget::kAmdgcn ? ", private is 0 in SPIR and 5 there" : ""));
+  }
+  const std::string what = absl::StrFormat("lowering a %s module to %s", format_name,
+                                           code_target_name(target));
+
+  WorkDir dir;
+  if (dir.path.empty()) return absl::InternalError("toolchain: no temporary folder");
+  const std::string submitted =
+      (dir.path / (format == ModuleFormat::kSpirv ? "module.spv" : "module.bc")).string();
+  const std::string bc = (dir.path / "module.bc").string();
+  const std::string spec_src = (dir.path / "specialization.cl").string();
+  const std::string spec_bc = (dir.path / "specialization.bc").string();
+  const std::string linked = (dir.path / "linked.bc").string();
+  const std::string result = (dir.path / "kernel.out").string();
+  std::ofstream(submitted, std::ios::binary) << module;
+  std::ofstream(spec_src, std::ios::binary)
+      << specialization << "#define KAD_SPECIALIZATION_MODULE 1\n"
+      << prelude_source();
+
+  // 1. The module as spir64 bitcode.
+  if (format == ModuleFormat::kSpirv) {
+    if (absl::Status s = run_steps({{llvm_spirv_, "-r", submitted, "-o", bc}}, limits, what);
+        !s.ok()) {
+      return s;
     }
   }
+  // 2. It must be built against the linked prelude: a module built against
+  //    the source form has one launch shape baked in, and would run any other
+  //    launch wrongly.
+  absl::StatusOr<ToolRun> symbols = run_limited({llvm_nm_, bc}, limits);
+  if (!symbols.ok()) return symbols.status();
+  if (symbols->exit_code != 0 || symbols->signal != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s module is not readable LLVM IR (llvm-nm exit %d, signal %d):\n%s", format_name,
+        symbols->exit_code, symbols->signal, symbols->output));
+  }
+  bool marked = false;
+  for (absl::string_view line : absl::StrSplit(symbols->output, '\n')) {
+    marked = marked || absl::EndsWith(line, " __kad_linked_prelude_v1");
+  }
+  if (!marked) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s module was not built against kad's linked prelude (it has no "
+        "__kad_linked_prelude_v1): build it with -DKAD_LINKED_SPECIALIZATION -include "
+        "kad/kad_prelude.cl, so that kad can link in each launch's specialisation",
+        format_name));
+  }
+  // 3. The specialisation module, linked in; then the target's form.
+  std::vector<std::vector<std::string>> steps = {
+      {clang_, "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header", "-target",
+       "spir64", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c", spec_src, "-o", spec_bc}};
+  if (absl::Status s = run_steps(steps, limits, what); !s.ok()) return s;
+  absl::StatusOr<ToolRun> link = run_limited({llvm_link_, bc, spec_bc, "-o", linked}, limits);
+  if (!link.ok()) return link.status();
+  if (link->exit_code != 0 || link->signal != 0) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "llvm-link failed %s (exit %d, signal %d):\n%s", what, link->exit_code, link->signal,
+        link->output));
+  }
+  if (absl::StrContains(link->output, "different target triples")) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "%s module is not spir64 IR, %s:\n%s", format_name, what, link->output));
+  }
+  // SPIR bitcode: optimised here, so that the specialisation is inlined and
+  // folded in what kad hands over (PoCL optimises what it gets as well).
+  // SPIR-V: llvm-spirv 15 cannot take the optimiser's `freeze`, so nothing
+  // here optimises; the driver that consumes the SPIR-V does.
+  steps = target == CodeTarget::kSpir
+              ? std::vector<std::vector<std::string>>{{opt_, "-O2", linked, "-o", result}}
+              : std::vector<std::vector<std::string>>{{llvm_spirv_, linked, "-o", result}};
+  if (absl::Status s = run_steps(steps, limits, what); !s.ok()) return s;
   return read_file(result);
 }
 

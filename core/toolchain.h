@@ -1,6 +1,8 @@
 // The toolchain that lowers kernels for the GPU backends (DESIGN §5):
 // OpenCL C with the prelude to PTX (clang NVPTX + libclc), to SPIR-V (clang
-// spir64 + llvm-spirv), and to an AMDGCN code object (clang + libclc + lld).
+// spir64 + llvm-spirv), and to an AMDGCN code object (clang + libclc + lld);
+// modules submitted as SPIR-V or spir64 bitcode, linked with their
+// specialisation, to SPIR bitcode and SPIR-V.
 // Every tool runs in a child process with time, memory and output limits, so
 // a compiler crash, hang or runaway output never reaches the daemon: it comes
 // back as a clear error.
@@ -12,10 +14,14 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "core/module.h"
 
 namespace kad {
 
-enum class CodeTarget { kPtx, kSpirv, kAmdgcn };
+// What a device consumes: PTX text (CUDA), a SPIR-V module (Level Zero), an
+// AMDGCN code object (HSA), or SPIR 1.2 bitcode (OpenCL's cl_khr_spir, for
+// modules submitted as IR).
+enum class CodeTarget { kPtx, kSpirv, kAmdgcn, kSpir };
 absl::string_view code_target_name(CodeTarget target);
 
 struct ToolchainLimits {
@@ -37,9 +43,14 @@ struct ToolRun {
 absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
                                     const ToolchainLimits& limits);
 
+// The revision of kad's lowering steps (which tools, which options): part of
+// every on-disk key next to the tools' version, so code lowered by an older
+// kad is never served. Bump it whenever lower() or lower_ir() change output.
+inline constexpr int kLoweringRevision = 2;
+
 class Toolchain {
  public:
-  // Finds clang, llvm-link, llc, llvm-spirv, ld.lld and libclc (LLVM 15, as
+  // Finds clang, llvm-link, llc, llvm-nm, opt, llvm-spirv, ld.lld and libclc (LLVM 15, as
   // Debian 12 packages them; KAD_LLVM_BIN overrides the tools' folder).
   static absl::StatusOr<Toolchain> find();
 
@@ -53,8 +64,25 @@ class Toolchain {
                                     absl::string_view cpu, absl::string_view options,
                                     const ToolchainLimits& limits = {}) const;
 
+  // Lowers a module submitted as IR (SPIR-V or spir64 LLVM bitcode, built
+  // against the prelude in its linked form) for one specialisation:
+  // `specialization` (specialization_defines()) and the prelude are compiled
+  // into the definitions of the prelude's __kad_spec_* functions, which are
+  // linked with the module (SPIR-V first goes back to bitcode, llvm-spirv -r).
+  // kSpir returns the linked bitcode optimised by opt -O2 (SPIR 1.2, for
+  // cl_khr_spir: the specialisation is folded in it); kSpirv the linked
+  // bitcode translated by llvm-spirv, unoptimised (llvm-spirv 15 cannot take
+  // `freeze`), for the consuming driver to optimise. kPtx and kAmdgcn are UNIMPLEMENTED (SPIR's address spaces would have
+  // to be rewritten). A module not built against the linked prelude, not
+  // readable or not spir64 is INVALID_ARGUMENT. `options` are the consuming
+  // driver's, and `cpu` is unused for SPIR targets.
+  absl::StatusOr<std::string> lower_ir(CodeTarget target, ModuleFormat format,
+                                       absl::string_view module, absl::string_view specialization,
+                                       absl::string_view cpu, absl::string_view options,
+                                       const ToolchainLimits& limits = {}) const;
+
  private:
-  std::string bin_, clang_, llvm_link_, llc_, llvm_spirv_, lld_, libclc_, version_;
+  std::string bin_, clang_, llvm_link_, llc_, llvm_spirv_, llvm_nm_, opt_, lld_, libclc_, version_;
 };
 
 }  // namespace kad

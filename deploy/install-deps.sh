@@ -8,6 +8,7 @@ packages=(
   libabsl-dev libssl-dev
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   clang-15 llvm-15 lld-15 libclc-15 llvm-spirv-15 spirv-tools
+  libze-dev libze1 libhsa-runtime-dev libhsa-runtime64-1 libmsgpack-cxx-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libcli11-dev libspdlog-dev

@@ -70,6 +70,13 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_flag("--no-shared-memory", no_shm, "serve local clients over gRPC only");
   app.add_option("--shm-stall-timeout-ms", c.shm_stall_timeout_ms,
                  "end a shared-memory channel whose client reads no completion this long");
+  std::string cache_dir;
+  app.add_option("--cache-dir", cache_dir,
+                 "folder for lowered GPU code, kept across restarts; \"off\": memory only");
+  app.add_option("--cache-max-bytes", c.cache_max_bytes,
+                 "bound of --cache-dir; least recently used code goes first");
+  app.add_flag("--cuda-prefer-blocks", c.cuda_prefer_blocks,
+               "CUDA: tune for at least one block per SM, with fewer threads per block");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -100,6 +107,12 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.tls_key = file["tls_key"].value_or(c.tls_key);
       if (app.get_option("--log-level")->count() == 0)
         c.log_level = file["log_level"].value_or(c.log_level);
+      if (app.get_option("--cache-dir")->count() == 0) {
+        if (auto dir = file["cache_dir"].value<std::string>()) cache_dir = *dir;
+      }
+      set_u64("cache_max_bytes", c.cache_max_bytes, app.get_option("--cache-max-bytes"));
+      if (app.get_option("--cuda-prefer-blocks")->count() == 0)
+        c.cuda_prefer_blocks = file["cuda_prefer_blocks"].value_or(c.cuda_prefer_blocks);
       if (app.get_option("--allow-insecure-tcp")->count() == 0)
         c.allow_insecure_tcp = file["allow_insecure_tcp"].value_or(c.allow_insecure_tcp);
     } catch (const toml::parse_error& e) {
@@ -111,6 +124,7 @@ ParseOutcome parse_config(int argc, char** argv) {
     }
   }
   if (no_shm) c.shared_memory = false;
+  if (!cache_dir.empty()) c.cache_dir = cache_dir == "off" ? std::string() : cache_dir;
   if (!listen.empty()) c.listen = listen;
   if (c.listen.empty()) c.listen.push_back("unix:" + default_socket_path());
   return out;

@@ -2,6 +2,7 @@
 // (--config) for the same settings; a flag wins over the file.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -21,6 +22,11 @@ struct Config {
   std::string log_level = "info";
   bool shared_memory = true;            // offer shared-memory channels on UNIX sockets
   int64_t shm_stall_timeout_ms = 10000; // end a channel whose client reads no completion
+  bool cuda_prefer_blocks = false;      // CUDA tuning prefers more blocks to more threads
+  // Lowered GPU code on disk (DESIGN §5). Unset: KAD_CACHE_DIR, else
+  // $XDG_CACHE_HOME/kad, else ~/.cache/kad; "off" keeps it in memory only.
+  std::optional<std::string> cache_dir;
+  uint64_t cache_max_bytes = uint64_t{1} << 30;
 };
 
 // The documented default: /run/kad/kad.sock as root, else

@@ -17,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "backends/registry.h"
+#include "core/kernel_lowering.h"
 #include "server/config.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
@@ -60,7 +61,19 @@ int serve(const Config& config) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  kad::DeviceRegistry registry = kad::discover_devices();
+  if (config.cache_dir) {
+    kad::KernelLowering::configure_shared_cache(*config.cache_dir, config.cache_max_bytes);
+  }
+  kad::DeviceRegistry registry =
+      kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
+  {
+    kad::KernelLowering& lowering = kad::KernelLowering::shared();
+    const kad::CodeCache& cache = lowering.cache();
+    absl::Status toolchain = lowering.toolchain_status();
+    spdlog::info("kernel toolchain: {}; code cache: {}",
+                 toolchain.ok() ? lowering.version() : std::string(toolchain.message()),
+                 cache.enabled() ? cache.folder() : std::string("off (memory only)"));
+  }
   for (const std::string& line : registry.log) spdlog::info("{}", line);
   if (registry.devices.empty()) spdlog::warn("no device found: kad serves, but cannot launch");
   for (const auto& d : registry.devices) {

@@ -22,6 +22,7 @@
   X(clCreateBuffer)             \
   X(clReleaseMemObject)         \
   X(clCreateProgramWithSource)  \
+  X(clCreateProgramWithBinary)  \
   X(clBuildProgram)             \
   X(clGetProgramBuildInfo)      \
   X(clReleaseProgram)           \

@@ -13,10 +13,7 @@ namespace kad::opencl {
 
 inline constexpr char kPoclPlatformName[] = "Portable Computing Language";
 
-struct Discovery {
-  std::vector<std::unique_ptr<Device>> devices;
-  std::vector<std::string> log;  // one line per library or platform: what was found, or why not
-};
+using Discovery = BackendDiscovery;
 
 struct DiscoveryOptions {
   const char* icd_loader = "libOpenCL.so.1";

@@ -3,14 +3,17 @@
 #include <algorithm>
 #include <vector>
 
+#include "absl/algorithm/container.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
 #include "backends/opencl/opencl_buffer.h"
 #include "backends/opencl/opencl_info.h"
 #include "backends/opencl/opencl_kernel.h"
 #include "backends/opencl/opencl_queue.h"
 #include "backends/opencl/opencl_status.h"
 #include "core/driver_scope.h"
+#include "core/kernel_lowering.h"
 
 namespace kad::opencl {
 namespace {
@@ -80,7 +83,16 @@ absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
   absl::StatusOr<cl_bool> unified =
       device_value<cl_bool>(*api, device, CL_DEVICE_HOST_UNIFIED_MEMORY);
   info.host_visible = info.is_cpu && unified.ok() && *unified;
+  // cl_khr_spir: SPIR 1.2 bitcode, which kad links IR modules into
+  // (KernelLowering, CodeTarget::kSpir).
+  const std::string extensions = query_string(api->clGetDeviceInfo, device, CL_DEVICE_EXTENSIONS);
+  const std::vector<absl::string_view> names = absl::StrSplit(extensions, ' ', absl::SkipEmpty());
+  dev->spir_ = absl::c_linear_search(names, "cl_khr_spir");
   info.formats = {ModuleFormat::kOpenClC};
+  if (dev->spir_) {
+    info.formats.push_back(ModuleFormat::kSpirv);
+    info.formats.push_back(ModuleFormat::kLlvmBitcodeSpir64);
+  }
   if (absl::Status s = query_limits(*api, device, &info.limits); !s.ok()) return s;
 
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
@@ -133,12 +145,39 @@ absl::StatusOr<std::unique_ptr<Queue>> OpenClDevice::create_queue() {
 
 absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
     const CompileRequest& request) {
-  if (request.module.format() != ModuleFormat::kOpenClC) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel `%s`: device %s consumes OpenCL C, not %s", request.signature.entry, info_.id,
-        module_format_name(request.module.format())));
+  const ModuleFormat format = request.module.format();
+  absl::StatusOr<std::unique_ptr<OpenClKernel>> k;
+  switch (format) {
+    case ModuleFormat::kOpenClC:
+      k = OpenClKernel::build(*this, request, {ProgramKind::kSource, request.source});
+      break;
+    case ModuleFormat::kSpirv:
+    case ModuleFormat::kLlvmBitcodeSpir64: {
+      if (!spir_) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "kernel `%s`: device %s cannot run a %s module: it lacks cl_khr_spir; submit OpenCL C",
+            request.signature.entry, info_.id, module_format_name(format)));
+      }
+      absl::StatusOr<std::string> spir =
+          KernelLowering::shared().lower(request, CodeTarget::kSpir, "");
+      if (!spir.ok()) {
+        return absl::Status(spir.status().code(),
+                            absl::StrFormat("kernel `%s` on device %s: %s",
+                                            request.signature.entry, info_.id,
+                                            spir.status().message()));
+      }
+      k = OpenClKernel::build(*this, request, {ProgramKind::kSpir, *spir});
+      break;
+    }
+    case ModuleFormat::kPtx:
+    case ModuleFormat::kCubin:
+    case ModuleFormat::kAmdgcnCodeObject:
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kernel `%s`: device %s (OpenCL) cannot run a %s module, which is device code for "
+          "another kind of device; submit OpenCL C%s",
+          request.signature.entry, info_.id, module_format_name(format),
+          spir_ ? ", SPIR-V or LLVM bitcode (spir64)" : ""));
   }
-  absl::StatusOr<std::unique_ptr<OpenClKernel>> k = OpenClKernel::build(*this, request);
   if (!k.ok()) return k.status();
   return std::unique_ptr<CompiledKernel>(std::move(*k));
 }

@@ -27,6 +27,8 @@ class OpenClDevice final : public Device {
   const OpenClApi& api() const { return *api_; }
   cl_context context() const { return context_; }
   cl_device_id device_id() const { return device_; }
+  // Takes SPIR 1.2 bitcode (cl_khr_spir): IR modules run here.
+  bool consumes_spir() const { return spir_; }
 
  private:
   OpenClDevice(std::shared_ptr<const OpenClApi> api, cl_device_id device)
@@ -38,6 +40,7 @@ class OpenClDevice final : public Device {
   std::shared_ptr<const OpenClApi> api_;
   cl_device_id device_;
   cl_context context_ = nullptr;
+  bool spir_ = false;
   DeviceInfo info_;
 };
 

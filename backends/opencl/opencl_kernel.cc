@@ -74,19 +74,33 @@ absl::Status check_parameters(const OpenClApi& api, cl_kernel k, const KernelSig
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& device,
-                                                                  const CompileRequest& request) {
+                                                                  const CompileRequest& request,
+                                                                  ProgramInput input) {
   const OpenClApi& api = device.api();
   const KernelSignature& sig = request.signature;
   std::unique_ptr<OpenClKernel> k(new OpenClKernel(device, sig.entry));
 
-  const char* text = request.source.c_str();
-  const size_t length = request.source.size();
-  cl_int err = CL_SUCCESS;
-  k->program_ = api.clCreateProgramWithSource(device.context(), 1, &text, &length, &err);
-  if (absl::Status s = cl_status(err, "clCreateProgramWithSource", sig.entry); !s.ok()) return s;
-
-  const std::string options = absl::StrCat("-cl-std=CL1.2 -cl-kernel-arg-info ", request.options);
   cl_device_id id = device.device_id();
+  cl_int err = CL_SUCCESS;
+  std::string options;
+  if (input.kind == ProgramKind::kSource) {
+    const char* text = input.bytes.data();
+    const size_t length = input.bytes.size();
+    k->program_ = api.clCreateProgramWithSource(device.context(), 1, &text, &length, &err);
+    if (absl::Status s = cl_status(err, "clCreateProgramWithSource", sig.entry); !s.ok()) return s;
+    options = absl::StrCat("-cl-std=CL1.2 -cl-kernel-arg-info ", request.options);
+  } else {
+    const unsigned char* binary = reinterpret_cast<const unsigned char*>(input.bytes.data());
+    const size_t length = input.bytes.size();
+    cl_int binary_status = CL_SUCCESS;
+    k->program_ = api.clCreateProgramWithBinary(device.context(), 1, &id, &length, &binary,
+                                                &binary_status, &err);
+    if (err == CL_SUCCESS) err = binary_status;
+    if (absl::Status s = cl_status(err, "clCreateProgramWithBinary (SPIR)", sig.entry); !s.ok())
+      return s;
+    options = absl::StrCat("-x spir -spir-std=1.2 ", request.options);
+  }
+
   err = api.clBuildProgram(k->program_, 1, &id, options.c_str(), nullptr, nullptr);
   if (err != CL_SUCCESS) {
     return absl::InvalidArgumentError(absl::StrFormat(

@@ -4,6 +4,7 @@
 
 #include <string>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "backends/opencl/cl.h"
 #include "backends/opencl/opencl_device.h"
@@ -11,11 +12,20 @@
 
 namespace kad::opencl {
 
+// What a program is built from: OpenCL C source (the prelude's source form)
+// or SPIR 1.2 bitcode (an IR module linked with its specialisation).
+enum class ProgramKind { kSource, kSpir };
+struct ProgramInput {
+  ProgramKind kind;
+  absl::string_view bytes;
+};
+
 class OpenClKernel final : public CompiledKernel {
  public:
-  // Builds `request.source`; a failure returns the build log.
+  // Builds `input` for `request`'s kernel; a failure returns the build log.
   static absl::StatusOr<std::unique_ptr<OpenClKernel>> build(OpenClDevice& device,
-                                                             const CompileRequest& request);
+                                                             const CompileRequest& request,
+                                                             ProgramInput input);
   ~OpenClKernel() override;
 
   const KernelLimits& limits() const override { return limits_; }

@@ -83,10 +83,7 @@ absl::StatusOr<EventId> OpenClQueue::enqueue_kernel(CompiledKernel& compiled,
 
 absl::Status OpenClQueue::write_buffer(Buffer& buffer, uint64_t offset,
                                        std::span<const std::byte> data) {
-  if (&buffer.device() != &device_) {
-    return absl::InvalidArgumentError("buffer belongs to another device");
-  }
-  if (absl::Status s = check_buffer_range(buffer, offset, data.size()); !s.ok()) return s;
+  if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
   if (data.empty()) return absl::OkStatus();
   DriverScope driver;
   return cl_status(device_.api().clEnqueueWriteBuffer(
@@ -97,10 +94,7 @@ absl::Status OpenClQueue::write_buffer(Buffer& buffer, uint64_t offset,
 
 absl::Status OpenClQueue::read_buffer(const Buffer& buffer, uint64_t offset,
                                       std::span<std::byte> data) {
-  if (&buffer.device() != &device_) {
-    return absl::InvalidArgumentError("buffer belongs to another device");
-  }
-  if (absl::Status s = check_buffer_range(buffer, offset, data.size()); !s.ok()) return s;
+  if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
   if (data.empty()) return absl::OkStatus();
   DriverScope driver;
   return cl_status(device_.api().clEnqueueReadBuffer(

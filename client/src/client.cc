@@ -284,11 +284,27 @@ absl::StatusOr<std::span<std::byte>> Client::map(const client::Buffer& buffer) {
 }
 
 absl::StatusOr<client::Module> Client::load_module(absl::string_view source) {
+  return load_module(client::ModuleFormat::kOpenClC, source);
+}
+
+absl::StatusOr<client::Module> Client::load_module(client::ModuleFormat format,
+                                                   absl::string_view bytes) {
   grpc::ClientContext context;
   connection_->attach(context);
   v1::LoadModuleRequest request;
-  request.set_format(v1::MODULE_FORMAT_OPENCL_C);
-  request.set_code(std::string(source));
+  switch (format) {
+    case client::ModuleFormat::kOpenClC: request.set_format(v1::MODULE_FORMAT_OPENCL_C); break;
+    case client::ModuleFormat::kSpirv: request.set_format(v1::MODULE_FORMAT_SPIRV); break;
+    case client::ModuleFormat::kLlvmBitcodeSpir64:
+      request.set_format(v1::MODULE_FORMAT_LLVM_BC_SPIR64);
+      break;
+    case client::ModuleFormat::kPtx: request.set_format(v1::MODULE_FORMAT_PTX); break;
+    case client::ModuleFormat::kCubin: request.set_format(v1::MODULE_FORMAT_CUBIN); break;
+    case client::ModuleFormat::kAmdgcnCodeObject:
+      request.set_format(v1::MODULE_FORMAT_AMDGCN);
+      break;
+  }
+  request.set_code(std::string(bytes));
   v1::LoadModuleResponse response;
   if (auto s = client::from_grpc(connection_->stub->LoadModule(&context, request, &response));
       !s.ok())

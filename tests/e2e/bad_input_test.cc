@@ -241,8 +241,10 @@ TEST_F(BadInput, LoadModuleChecksFormatCodeAndSize) {
   v1::LoadModuleRequest r;
   r.set_code("kernel void k(KAD_CONTEXT) {}");
   EXPECT_ERROR(fails(&v1::Kad::Stub::LoadModule, r), INVALID_ARGUMENT, "not a kad.v1.ModuleFormat");
-  r.set_format(v1::MODULE_FORMAT_SPIRV);
-  EXPECT_ERROR(fails(&v1::Kad::Stub::LoadModule, r), UNIMPLEMENTED, "SPIR-V");
+  r.set_format(v1::MODULE_FORMAT_SPIRV);  // OpenCL C text is not a SPIR-V module
+  EXPECT_ERROR(fails(&v1::Kad::Stub::LoadModule, r), INVALID_ARGUMENT, "SPIR-V module");
+  r.set_format(v1::MODULE_FORMAT_LLVM_BC_SPIR64);
+  EXPECT_ERROR(fails(&v1::Kad::Stub::LoadModule, r), INVALID_ARGUMENT, "no bitcode magic");
   r.set_format(v1::MODULE_FORMAT_OPENCL_C);
   r.set_code("");
   EXPECT_ERROR(fails(&v1::Kad::Stub::LoadModule, r), INVALID_ARGUMENT, "empty");

@@ -142,6 +142,31 @@ TEST(DaemonConfig, ATomlFileSetsWhereKadListens) {
   std::filesystem::remove_all(dir);
 }
 
+// Every backend says in one line what it found: here the GPU backends find
+// no hardware (or no library), and kad serves PoCL all the same. The log also
+// names the kernel toolchain and where lowered GPU code is kept (--cache-dir).
+TEST(DaemonStart, EachBackendReportsOneLineAndKadServesOnWithoutGpus) {
+  const std::string dir = "/tmp/kad-start-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  // Stopped by SIGTERM after 2 s: kad drains and exits; `timeout` reports 124.
+  ProcessRun start = run("timeout -s TERM 2 " + std::string(KAD_DAEMON_PATH) + " --listen unix:" +
+                         dir + "/kad.sock --cuda-prefer-blocks --cache-dir " + dir + "/code");
+  EXPECT_EQ(start.code, 124) << start.output;
+  for (const char* backend : {"cuda: ", "hsa: ", "level_zero: "}) {
+    size_t lines = 0;
+    for (size_t at = start.output.find(backend); at != std::string::npos;
+         at = start.output.find(backend, at + 1)) {
+      ++lines;
+    }
+    EXPECT_EQ(lines, 1u) << backend << " in:\n" << start.output;
+  }
+  EXPECT_THAT(start.output, HasSubstr("[default]"));  // the PoCL device serves
+  EXPECT_THAT(start.output, HasSubstr("kernel toolchain: Debian clang version 15"));
+  EXPECT_THAT(start.output, HasSubstr("code cache: " + dir + "/code"));
+  EXPECT_THAT(start.output, HasSubstr("listening on unix:" + dir + "/kad.sock"));
+  std::filesystem::remove_all(dir);
+}
+
 TEST(DaemonConfig, BadConfigurationIsRefusedWithAReason) {
   const std::string bad = "/tmp/kad-bad-" + std::to_string(getpid()) + ".toml";
   std::ofstream(bad) << "listen = [\"unix:/tmp/x.sock\"\n";

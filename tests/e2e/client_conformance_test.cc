@@ -5,6 +5,7 @@
 
 #include "core/dims.h"
 #include "tests/e2e/e2e.h"
+#include "tests/formats/ir_modules.h"
 #include "tests/support/index_kernel.h"
 
 namespace kad {
@@ -51,9 +52,10 @@ struct Shape {
   bool static_ndrange;
 };
 
-TEST_P(ClientConformance, IndexQueriesMatchTheColumnMajorLayout) {
-  auto module = client_->load_module(testing::kIndexKernel);
-  ASSERT_TRUE(module.ok()) << module.status();
+// Every index query of the conformance kernel in `module`, launched through
+// the daemon for a set of shapes, against the column-major layout.
+void check_index_queries(Client& client, client::Queue& queue, const client::Module& module,
+                         const std::string& uri) {
   const std::vector<Shape> shapes = {
       {{}, {}, std::nullopt, false},
       {{37}, {}, client::Dims{4}, false},
@@ -69,7 +71,7 @@ TEST_P(ClientConformance, IndexQueriesMatchTheColumnMajorLayout) {
       spec.static_ndrange = shape.extents;
       if (shape.offsets.rank) spec.static_offsets = shape.offsets;
     }
-    auto kernel = client_->get_kernel(*module, spec);
+    auto kernel = client.get_kernel(module, spec);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
     const kad::NdRange range(to_core(shape.extents), shape.offsets.rank
                                                          ? to_core(shape.offsets)
@@ -77,16 +79,16 @@ TEST_P(ClientConformance, IndexQueriesMatchTheColumnMajorLayout) {
     int64_t n = 1;
     ASSERT_TRUE(kad::checked_product(range.extents, &n));
     std::vector<int64_t> host(static_cast<size_t>((n + 8) * testing::kFields), testing::kPoison);
-    auto out = client_->allocate(host.size() * sizeof(int64_t));
+    auto out = client.allocate(host.size() * sizeof(int64_t));
     ASSERT_TRUE(out.ok()) << out.status();
-    ASSERT_TRUE(queue_->write(*out, 0, bytes_of(host)).ok());
+    ASSERT_TRUE(queue.write(*out, 0, bytes_of(host)).ok());
     const Arg args[] = {Arg::buffer(*out)};
-    auto launched = queue_->launch(*kernel, shape.static_ndrange ? nullptr : &shape.extents,
+    auto launched = queue.launch(*kernel, shape.static_ndrange ? nullptr : &shape.extents,
                                    shape.workgroup ? &*shape.workgroup : nullptr, args,
                                    shape.offsets.rank ? &shape.offsets : nullptr);
     ASSERT_TRUE(launched.ok()) << launched.status();
-    ASSERT_TRUE(queue_->wait(launched->event).ok());
-    ASSERT_TRUE(queue_->read(*out, 0, bytes_of(host)).ok());
+    ASSERT_TRUE(queue.wait(launched->event).ok());
+    ASSERT_TRUE(queue.read(*out, 0, bytes_of(host)).ok());
     kad::Dims wg = to_core(launched->workgroup), groups = kad::Dims::filled(range.rank(), 0);
     for (int d = 0; d < range.rank(); ++d) groups[d] = (range.extents[d] + wg[d] - 1) / wg[d];
     for (int64_t i = 0; i < n; ++i) {
@@ -94,12 +96,29 @@ TEST_P(ClientConformance, IndexQueriesMatchTheColumnMajorLayout) {
       const std::vector<int64_t> have(host.begin() + i * testing::kFields,
                                       host.begin() + (i + 1) * testing::kFields);
       ASSERT_EQ(have, want) << "work-item " << i << " of " << to_string(range) << " over "
-                            << uri_;
+                            << uri;
     }
     for (size_t i = static_cast<size_t>(n * testing::kFields); i < host.size(); ++i)
       ASSERT_EQ(host[i], testing::kPoison);
-    ASSERT_TRUE(client_->free(*out).ok());
+    ASSERT_TRUE(client.free(*out).ok());
   }
+}
+
+TEST_P(ClientConformance, IndexQueriesMatchTheColumnMajorLayout) {
+  auto module = client_->load_module(testing::kIndexKernel);
+  ASSERT_TRUE(module.ok()) << module.status();
+  check_index_queries(*client_, *queue_, *module, uri_);
+}
+
+// The same kernel built by the client as SPIR-V against the installed
+// prelude's linked form: the daemon specialises it per launch like source.
+TEST_P(ClientConformance, SpirvModuleAnswersLikeItsSource) {
+  absl::StatusOr<std::string> spirv =
+      testing::build_linked_ir(testing::kIndexKernel, ModuleFormat::kSpirv);
+  ASSERT_TRUE(spirv.ok()) << spirv.status();
+  auto module = client_->load_module(client::ModuleFormat::kSpirv, *spirv);
+  ASSERT_TRUE(module.ok()) << module.status();
+  check_index_queries(*client_, *queue_, *module, uri_);
 }
 
 TEST_P(ClientConformance, LargeTransfersStreamInChunks) {

@@ -12,6 +12,19 @@ trap 'kill $kad_pid 2>/dev/null || true; rm -rf "$tmp"' EXIT
 cmake --install "$build" --prefix "$tmp/prefix" --component client >/dev/null
 cmake --install "$build" --prefix "$tmp/prefix" --component runtime >/dev/null
 
+# The kernel prelude is installed with the headers, and a kernel builds
+# against it in its linked form, as an IR module (where clang-15 exists).
+prelude="$tmp/prefix/include/kad/kad_prelude.cl"
+[ -f "$prelude" ] || { echo "kad_prelude.cl was not installed under include/kad" >&2; exit 1; }
+clang=/usr/lib/llvm-15/bin/clang
+if [ -x "$clang" ]; then
+  printf 'kernel void scale(KAD_CONTEXT, global float* x, float a) {\n  if (kad_active()) x[kad_global_linear()] *= a;\n}\n' >"$tmp/scale.cl"
+  "$clang" -x cl -cl-std=CL1.2 -target spir64 -Xclang -finclude-default-header \
+    -Xclang -disable-llvm-passes -DKAD_LINKED_SPECIALIZATION -I "$tmp/prefix/include" \
+    -include kad/kad_prelude.cl -emit-llvm -c "$tmp/scale.cl" -o "$tmp/scale.bc"
+  [ -s "$tmp/scale.bc" ] || { echo "no bitcode built against the installed prelude" >&2; exit 1; }
+fi
+
 cmake -S "$src/tests/install/example" -B "$tmp/example" -G Ninja \
   -DCMAKE_PREFIX_PATH="$tmp/prefix" >/dev/null
 cmake --build "$tmp/example" >/dev/null

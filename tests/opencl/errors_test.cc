@@ -200,10 +200,22 @@ TEST_F(Errors, ZeroByteAndOversizedAllocationsAreRefused) {
   EXPECT_THAT(std::string(huge.status().message()), HasSubstr("largest allocation"));
 }
 
-TEST_F(Errors, UnsupportedModuleFormatIsNamed) {
+TEST_F(Errors, AMalformedModuleIsRefusedNamingItsFormat) {
   auto m = Module::create(ModuleFormat::kSpirv, "\x03\x02\x23\x07");
-  EXPECT_EQ(m.status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_THAT(std::string(m.status().message()), HasSubstr("SPIR-V"));
+  EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("SPIR-V module"));
+  EXPECT_THAT(std::string(m.status().message()), HasSubstr("header"));
+}
+
+TEST_F(Errors, DeviceCodeForAnotherKindOfDeviceIsRefusedAtCompile) {
+  auto module = Module::create(ModuleFormat::kPtx, ".version 7.8\n.target sm_80\n");
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto kernel = Kernel::create(*module, fill_signature());
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const NdRange range(Dims{16});
+  auto r = run(**kernel, &range, nullptr, args_);
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(r.status().message()), HasSubstr("cannot run a PTX module"));
 }
 
 TEST_F(Errors, InvalidSignaturesAreRejectedWhenTheKernelIsCreated) {

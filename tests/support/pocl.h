@@ -15,7 +15,8 @@
 
 namespace kad::testing {
 
-// The PoCL CPU device, discovered once per process. Fails the test (fatally)
+// The PoCL CPU device, discovered once per process — or the device whose id
+// KAD_TEST_DEVICE names (cuda:0 on a GPU machine). Fails the test (fatally)
 // when there is none: every test machine has PoCL.
 Device& pocl_device();
 

@@ -53,6 +53,9 @@ struct Dims {
 };
 
 enum class ArgKind { kBuffer, kConstBuffer, kScalar, kLocal };
+// What a module's bytes are (kad.v1's ModuleFormat). IR modules are built
+// against the installed prelude's linked form (include/kad/kad_prelude.cl).
+enum class ModuleFormat { kOpenClC, kSpirv, kLlvmBitcodeSpir64, kPtx, kCubin, kAmdgcnCodeObject };
 enum class ScalarType { kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kF16, kF32, kF64 };
 
 struct ArgSpec {
@@ -235,6 +238,10 @@ class Client {
   // wait); Queue::write and Queue::read on it wait, then copy directly.
   absl::StatusOr<std::span<std::byte>> map(const client::Buffer& buffer);
   absl::StatusOr<client::Module> load_module(absl::string_view opencl_c_source);
+  // A module in any format; the daemon checks the bytes and lowers them for
+  // the device that launches them (errors name the format and the fault).
+  absl::StatusOr<client::Module> load_module(client::ModuleFormat format,
+                                             absl::string_view bytes);
   absl::StatusOr<client::Kernel> get_kernel(const client::Module& module,
                                             const client::KernelSpec& spec);
   absl::StatusOr<std::unique_ptr<client::Queue>> create_queue(absl::string_view device = "");

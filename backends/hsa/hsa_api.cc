@@ -1,0 +1,29 @@
+#include "backends/hsa/hsa_api.h"
+
+#include <dlfcn.h>
+
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+
+namespace kad::hsa {
+
+absl::StatusOr<HsaApi> load_hsa_runtime(const char* library) {
+  // Never closed: the runtime starts threads and cannot be unloaded while the
+  // process runs.
+  void* handle = dlopen(library, RTLD_NOW | RTLD_LOCAL);
+  if (handle == nullptr) {
+    return absl::NotFoundError(absl::StrCat("cannot load ", library, ": ", dlerror()));
+  }
+  HsaApi api;
+  api.origin = library;
+#define KAD_LOAD_FUNCTION(name)                                                 \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name));        \
+  if (api.name == nullptr) {                                                    \
+    return absl::InternalError(absl::StrCat(library, " has no symbol " #name)); \
+  }
+  KAD_HSA_FUNCTIONS(KAD_LOAD_FUNCTION)
+#undef KAD_LOAD_FUNCTION
+  return api;
+}
+
+}  // namespace kad::hsa
