@@ -1,6 +1,7 @@
 // kad's benchmark suite (issue "Benchmark suite"): KernelAbstractions' names,
 // each in every mode, side by side in one run:
-//   raw/        the OpenCL API called directly — no kad code, the floor
+//   raw/        the driver called directly — no kad code, the floor
+//               (raw_opencl_runner.cc, raw_cuda_runner.cc)
 //   inproc/     kad's pipeline in this process
 //   shm/        a kad daemon over shared memory
 //   grpc-unix/  a kad daemon over gRPC on a UNIX socket
@@ -12,16 +13,29 @@
 // (everything, drivers and gRPC included), per iteration.
 //
 // --profile=quick (default) or --profile=full chooses the sizes.
+//
+// KAD_BENCH_DEVICE=<kad device id> (cuda:0, opencl:pocl:0, ...) runs every
+// mode on that device: inproc/ finds it in the registry, the client modes open
+// their queues and buffers on it (the in-process daemon owns every device),
+// worker processes inherit the variable, and raw/ calls that device's own
+// driver: OpenCL for an OpenCL device, the CUDA Driver API for a CUDA device
+// (the same raw kernels, lowered to PTX through kad's on-disk cache; no kad
+// code in the timed path). Unset: the registry's default device, as before.
+// The device is recorded in the results' context (kad_device, ...).
+//
+// --prepare_gpu_cache lowers every raw kernel the chosen profile uses to PTX
+// (kRawPtxTarget) into the on-disk cache (KAD_CACHE_DIR) and exits, so that a
+// GPU machine without kad's toolchain can run raw/ on CUDA. No GPU needed.
 #include <benchmark/benchmark.h>
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
-#include <CL/cl.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <set>
 #include <filesystem>
 #include <fstream>
 #include <numeric>
@@ -30,12 +44,19 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/string_view.h"
 #include "backends/registry.h"
 #include "core/kernel.h"
+#include "core/kernel_lowering.h"
 #include "core/launch.h"
 #include "core/driver_scope.h"
+#include "core/module.h"
 #include "core/partition.h"
 #include "kad/client.h"
 #include "server/engine.h"
@@ -44,183 +65,92 @@
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
 #include "tests/support/in_process_daemon.h"
+#include "bench/runner.h"
 
 namespace {
 
+using kad_bench::kRawPtxTarget;
+using kad_bench::raw_ptx;
+using kad_bench::Runner;
+using kad_bench::Shape;
+using kad_bench::Work;
+
 bool g_full = false;
 
-// ---- kernels ------------------------------------------------------------------------
-
-// The kad kernels and their raw OpenCL twins (no prelude, get_global_id).
-// Float16 is storage-only `half` (vload_half / vstore_half), computed in float,
-// so that it runs on devices without cl_khr_fp16.
-std::string saxpy_source(const std::string& t, bool raw) {
-  const bool half = t == "half";
-  const std::string st = half ? "float" : t;  // the scalar's type
-  const std::string body = absl::StrFormat(
-      "(%s global %s* z, %s a, const global %s* restrict x, const global %s* restrict y) {\n",
-      raw ? "" : "KAD_CONTEXT,", t, st, t, t);
-  const std::string index = raw ? "  size_t i = get_global_id(0);\n"
-                                : "  if (!kad_active()) return;\n  long i = kad_global_linear();\n";
-  const std::string op = half ? "  vstore_half(a * vload_half(i, x) + vload_half(i, y), i, z);\n"
-                              : "  z[i] = a * x[i] + y[i];\n";
-  return absl::StrCat(t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
-                      "kernel void saxpy", body, index, op, "}\n");
-}
-
-// const/: a 16-step relaxation, its inputs `const restrict` (@Const) or not.
-std::string relax_source(const std::string& t, bool marked, bool raw) {
-  const std::string in = marked ? absl::StrCat("const global ", t, "* restrict")
-                                : absl::StrCat("global ", t, "*");
-  return absl::StrCat(
-      t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
-      "kernel void relax(", raw ? "" : "KAD_CONTEXT, ", "global ", t, "* out, ", in, " x, ", in,
-      " y) {\n",
-      raw ? "  long i = get_global_id(0), n = get_global_size(0);\n"
-          : "  if (!kad_active()) return;\n  long i = kad_global_linear(), n = kad_ndrange(0);\n",
-      "  ", t, " acc = 0;\n",
-      "  for (int s = 0; s < 16; ++s) acc += x[(i + s) % n] * y[(i + 16 - s) % n];\n",
-      "  out[i] = acc;\n}\n");
-}
-
-constexpr char kScale[] = R"(
-kernel void scale(KAD_CONTEXT, global float* x, float a) {
-  if (kad_active()) x[kad_global_linear()] *= a;
-}
-)";
-constexpr char kRawScale[] = R"(
-kernel void scale(global float* x, float a) {
-  x[get_global_id(0) + get_global_size(0) * (get_global_id(1) + get_global_size(1) * get_global_id(2))] *= a;
-}
-)";
-
-// What one benchmark launches.
-struct Shape {
-  std::vector<int64_t> ndrange;    // extents
-  std::vector<int64_t> workgroup;  // empty: tuned
-  bool static_ndrange = false;
-  bool static_workgroup = false;
-  bool give_workgroup = false;     // a dynamic workgroup size given at launch
-};
-
-struct Work {
-  std::string kernel;  // "saxpy", "scale" or "relax"
-  std::string type;    // element type: "float", "double" or "half"
-  Shape shape;
-  bool marked = true;  // relax: inputs const restrict
-  size_t element_bytes() const { return type == "double" ? 8 : type == "half" ? 2 : 4; }
-  // Arguments in order: B a buffer, C a const buffer, S the scalar `a`.
-  std::string layout() const {
-    if (kernel == "saxpy") return "BSCC";
-    if (kernel == "relax") return marked ? "BCC" : "BBB";
-    return "BS";
-  }
-  std::string source(bool raw) const {
-    if (kernel == "saxpy") return saxpy_source(type, raw);
-    if (kernel == "relax") return relax_source(type, marked, raw);
-    return raw ? kRawScale : kScale;
-  }
-  bool double_scalar() const { return type == "double"; }
-  int64_t items() const {
-    int64_t n = 1;
-    for (int64_t e : shape.ndrange) n *= e;
-    return n;
-  }
-};
-
-// ---- one runner per mode -------------------------------------------------------------
-
-class Runner {
- public:
-  virtual ~Runner() = default;
-  virtual absl::Status setup(const Work& w) = 0;
-  virtual absl::Status launch() = 0;  // enqueue one launch
-  virtual absl::Status wait() = 0;    // until everything is done
-  virtual absl::Status ping() { return absl::UnimplementedError("no transport"); }
-};
-
-class RawRunner final : public Runner {
- public:
-  ~RawRunner() override {
-    for (cl_mem m : mems_) clReleaseMemObject(m);
-    if (kernel_) clReleaseKernel(kernel_);
-    if (program_) clReleaseProgram(program_);
-    if (queue_) clReleaseCommandQueue(queue_);
-    if (context_) clReleaseContext(context_);
-  }
-  absl::Status setup(const Work& w) override {
-    cl_platform_id platform;
-    cl_int err = clGetPlatformIDs(1, &platform, nullptr);
-    err |= clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device_, nullptr);
-    if (err != CL_SUCCESS) return absl::UnavailableError("no OpenCL device");
-    context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
-    queue_ = clCreateCommandQueue(context_, device_, 0, &err);
-    const std::string src = w.source(true);
-    const char* text = src.c_str();
-    program_ = clCreateProgramWithSource(context_, 1, &text, nullptr, &err);
-    if (clBuildProgram(program_, 1, &device_, "", nullptr, nullptr) != CL_SUCCESS)
-      return absl::InternalError("raw kernel did not build");
-    kernel_ = clCreateKernel(program_, w.kernel.c_str(), &err);
-    const size_t bytes = static_cast<size_t>(w.items()) * w.element_bytes();
-    layout_ = w.layout();
-    for (char c : layout_)
-      if (c != 'S') mems_.push_back(clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err));
-    dims_ = static_cast<cl_uint>(w.shape.ndrange.size());
-    for (cl_uint d = 0; d < dims_; ++d) global_[d] = static_cast<size_t>(w.shape.ndrange[d]);
-    have_local_ = !w.shape.workgroup.empty();
-    for (cl_uint d = 0; d < dims_; ++d)
-      local_[d] = have_local_ && d < w.shape.workgroup.size() ? w.shape.workgroup[d] : 1;
-    double_ = w.double_scalar();
-    return absl::OkStatus();
-  }
-  // Everything here is the driver's: DriverScope keeps it out of kad_allocs.
-  absl::Status launch() override {
-    kad::DriverScope driver;
-    const float af = 2.0f;
-    const double ad = 2.0;
-    size_t m = 0;
-    for (cl_uint i = 0; i < layout_.size(); ++i) {
-      if (layout_[i] != 'S') clSetKernelArg(kernel_, i, sizeof(cl_mem), &mems_[m++]);
-      else if (double_) clSetKernelArg(kernel_, i, sizeof(double), &ad);
-      else clSetKernelArg(kernel_, i, sizeof(float), &af);
-    }
-    cl_event e;
-    if (clEnqueueNDRangeKernel(queue_, kernel_, dims_, nullptr, global_,
-                               have_local_ ? local_ : nullptr, 0, nullptr, &e) != CL_SUCCESS)
-      return absl::InternalError("clEnqueueNDRangeKernel failed");
-    if (last_) clReleaseEvent(last_);
-    last_ = e;
-    return absl::OkStatus();
-  }
-  absl::Status wait() override {
-    kad::DriverScope driver;
-    if (last_) clWaitForEvents(1, &last_);
-    return absl::OkStatus();
-  }
-
- private:
-  cl_device_id device_ = nullptr;
-  cl_context context_ = nullptr;
-  cl_command_queue queue_ = nullptr;
-  cl_program program_ = nullptr;
-  cl_kernel kernel_ = nullptr;
-  cl_event last_ = nullptr;
-  std::vector<cl_mem> mems_;
-  cl_uint dims_ = 1;
-  size_t global_[3] = {1, 1, 1}, local_[3] = {1, 1, 1};
-  bool have_local_ = false, double_ = false;
-  std::string layout_;
-};
+// ---- the device ------------------------------------------------------------------------------
 
 kad::DeviceRegistry& registry() {
   static auto* r = new kad::DeviceRegistry(kad::discover_devices());
   return *r;
 }
 
+// KAD_BENCH_DEVICE, or "" for the registry's default device. Read without
+// discovering devices, so that client worker processes (whose start-up some
+// benchmarks time) do not pay for a discovery they never use.
+std::string requested_device_id() {
+  const char* id = std::getenv("KAD_BENCH_DEVICE");
+  return id == nullptr ? std::string() : std::string(absl::StripAsciiWhitespace(id));
+}
+
+// The device every mode runs on, resolved once by choose_device().
+kad::Device* g_device = nullptr;
+
+// Finds the device KAD_BENCH_DEVICE names (or the default one); an unknown id
+// is an error naming it, the devices found and why backends found none.
+absl::Status choose_device() {
+  const std::string id = requested_device_id();
+  kad::DeviceRegistry& r = registry();
+  g_device = id.empty() ? r.default_device() : r.find(id);
+  if (g_device != nullptr) return absl::OkStatus();
+  std::vector<std::string> found;
+  for (const auto& d : r.devices) {
+    found.push_back(absl::StrFormat("%s \"%s\" (%s)", d->info().id, d->info().name,
+                                    d->info().backend));
+  }
+  return absl::NotFoundError(absl::StrFormat(
+      "%s; devices found: %s\ndiscovery log:\n  %s",
+      id.empty() ? std::string("no device found for the benchmarks")
+                 : absl::StrCat("KAD_BENCH_DEVICE=", id, " names no device on this machine"),
+      found.empty() ? std::string("none") : absl::StrJoin(found, ", "),
+      r.log.empty() ? std::string("(empty)") : absl::StrJoin(r.log, "\n  ")));
+}
+
+// ---- one runner per mode -------------------------------------------------------------
+
+
+// raw/ on a backend with no raw twin yet: every raw/ case says so.
+class NoRawRunner final : public Runner {
+ public:
+  explicit NoRawRunner(std::string why) : why_(std::move(why)) {}
+  absl::Status setup(const Work&) override { return absl::UnimplementedError(why_); }
+  absl::Status launch() override { return absl::UnimplementedError(why_); }
+  absl::Status wait() override { return absl::UnimplementedError(why_); }
+
+ private:
+  std::string why_;
+};
+
+// The raw runner for the chosen device's backend.
+std::unique_ptr<Runner> raw_runner() {
+  if (requested_device_id().empty() || g_device == nullptr)
+    return kad_bench::make_opencl_raw_runner(nullptr);  // as before
+  const kad::DeviceInfo& info = g_device->info();
+  if (info.backend == "opencl") return kad_bench::make_opencl_raw_runner(&info);
+  int ordinal = -1;
+  if (info.backend == "cuda" && absl::StartsWith(info.id, "cuda:") &&
+      absl::SimpleAtoi(absl::string_view(info.id).substr(5), &ordinal)) {
+    return kad_bench::make_cuda_raw_runner(ordinal);
+  }
+  return std::make_unique<NoRawRunner>(absl::StrFormat(
+      "raw/ has no raw driver twin for %s (backend %s): only OpenCL and CUDA", info.id,
+      info.backend));
+}
+
 class InprocRunner final : public Runner {
  public:
   absl::Status setup(const Work& w) override {
-    kad::Device& device = *registry().default_device();
+    if (g_device == nullptr) return absl::FailedPreconditionError("no device chosen");
+    kad::Device& device = *g_device;
     auto q = device.create_queue();
     if (!q.ok()) return q.status();
     queue_ = *std::move(q);
@@ -290,7 +220,10 @@ class ClientRunner final : public Runner {
     auto c = kad::Client::connect(uri, "bench");
     if (!c.ok()) return c.status();
     client_ = *std::move(c);
-    auto q = client_->create_queue();
+    // KAD_BENCH_DEVICE's device ("": the daemon's default, which is the
+    // registry's default device as in inproc/).
+    const std::string device = requested_device_id();
+    auto q = client_->create_queue(device);
     if (!q.ok()) return q.status();
     queue_ = *std::move(q);
     auto m = client_->load_module(w.source(false));
@@ -315,7 +248,7 @@ class ClientRunner final : public Runner {
                                                            : kad::client::Arg::scalar(2.0f));
         continue;
       }
-      auto b = client_->allocate(static_cast<uint64_t>(w.items()) * w.element_bytes());
+      auto b = client_->allocate(static_cast<uint64_t>(w.items()) * w.element_bytes(), device);
       if (!b.ok()) return b.status();
       args_.push_back(kad::client::Arg::buffer(*b));
     }
@@ -341,12 +274,19 @@ class ClientRunner final : public Runner {
 };
 
 std::unique_ptr<Runner> runner_for(const std::string& mode) {
-  if (mode == "raw") return std::make_unique<RawRunner>();
+  if (mode == "raw") return raw_runner();
   if (mode == "inproc") return std::make_unique<InprocRunner>();
   return std::make_unique<ClientRunner>(mode);
 }
 
 const std::vector<std::string> kModes = {"raw", "inproc", "shm", "grpc-unix", "grpc-tcp"};
+
+// What the registered raw/ cases launch: --prepare_gpu_cache lowers these.
+std::vector<Work> g_raw_works;
+
+void note_work(const std::string& mode, const Work& w) {
+  if (mode == "raw") g_raw_works.push_back(w);
+}
 
 // ---- measuring -------------------------------------------------------------------------
 
@@ -376,6 +316,10 @@ void run_sync(benchmark::State& state, const std::string& mode, const Work& w) {
 void run_pipelined(benchmark::State& state, const std::string& mode, const Work& w) {
   auto runner = runner_for(mode);
   if (absl::Status s = runner->setup(w); !s.ok()) return state.SkipWithError(s.ToString().c_str());
+  // Warm up as run_sync does, so that compiling is never timed or counted.
+  for (int i = 0; i < 3; ++i) {
+    if (!runner->launch().ok() || !runner->wait().ok()) return state.SkipWithError("warm-up failed");
+  }
   constexpr int kBatch = 200;
   kad::testing::AllocCounter counter;
   for (auto _ : state) {
@@ -412,6 +356,7 @@ void register_all() {
   for (const std::string& mode : kModes) {
     for (const auto& [name, shape] : launches) {
       Work w{"scale", "float", shape};
+      note_work(mode, w);
       benchmark::RegisterBenchmark((mode + "/launch/" + name).c_str(),
                                    [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
           ->UseRealTime();
@@ -432,6 +377,7 @@ void register_all() {
           Shape shape{{n}, static_wg ? std::vector<int64_t>{1024} : std::vector<int64_t>{},
                       false, static_wg, false};
           Work w{"saxpy", t, shape};
+          note_work(mode, w);
           const std::string name = absl::StrFormat(
               "%s/saxpy/%s/%s/%d", mode, static_wg ? "static workgroup=(1024,)" : "default",
               t == "double" ? "Float64" : t == "half" ? "Float16" : "Float32", n);
@@ -448,6 +394,7 @@ void register_all() {
       for (int64_t n : g_full ? std::vector<int64_t>{65536, 262144} : std::vector<int64_t>{65536}) {
         for (bool marked : {true, false}) {
           Work w{"relax", t, {{n}, {1024}, false, true, false}, marked};
+          note_work(mode, w);
           const std::string name = absl::StrFormat("%s/const/%s/%s/%d", mode,
                                                    marked ? "@Const" : "unmarked",
                                                    t == "double" ? "Float64" : "Float32", n);
@@ -461,6 +408,7 @@ void register_all() {
   // pipelined/: launches per second without waiting for each.
   for (const std::string& mode : kModes) {
     Work w{"scale", "float", {{16}, {16}, false, true, false}};
+    note_work(mode, w);
     benchmark::RegisterBenchmark((mode + "/pipelined/static workgroup, dynamic ndrange").c_str(),
                                  [mode, w](benchmark::State& s) { run_pipelined(s, mode, w); })
         ->UseRealTime();
@@ -505,14 +453,21 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Worker modes, run in a child process (argv: --worker MODE ...).
+// Worker modes, run in a child process (argv: --worker MODE ...). Workers
+// inherit the parent's environment (spawn() execs with it), KAD_BENCH_DEVICE
+// included, so they launch on the parent's device.
 int worker(int argc, char** argv) {
   if ((std::string(argv[2]) == "latency" && argc < 6) || (std::string(argv[2]) == "first-launch" && argc < 4)) return 2;
   const std::string mode = argv[2];
-  if (mode == "standalone") {  // a fresh process that sets up PoCL and compiles the kernel itself
+  if (mode == "standalone") {  // a fresh process that sets up the device and compiles the kernel itself
     InprocRunner r;
     Work w{"scale", "float", {{64}, {}, false, false, false}};
-    return r.setup(w).ok() && r.launch().ok() && r.wait().ok() ? 0 : 1;
+    absl::Status s = choose_device();
+    if (s.ok()) s = r.setup(w);
+    if (s.ok()) s = r.launch();
+    if (s.ok()) s = r.wait();
+    if (!s.ok()) std::fprintf(stderr, "kad_bench standalone worker: %s\n", s.ToString().c_str());
+    return s.ok() ? 0 : 1;
   }
   const std::string uri = argv[3];
   ClientRunner r(uri.find("?transport=grpc") != std::string::npos ? "grpc-unix" : "shm");
@@ -567,8 +522,13 @@ void register_processes() {
           }
         })->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
   }
+  // Named after PoCL, as always, on PoCL; on a GPU without kad's toolchain the
+  // "compile" is a lookup in the on-disk cache and the driver's JIT.
+  const bool pocl = g_device != nullptr && absl::StartsWith(g_device->info().id, "opencl:pocl");
   benchmark::RegisterBenchmark(
-      "raw/time_to_load/fresh process that sets up PoCL and compiles the kernel itself",
+      absl::StrFormat("raw/time_to_load/fresh process that sets up %s and compiles the kernel itself",
+                      pocl ? "PoCL" : "the device")
+          .c_str(),
       [](benchmark::State& s) {
         setenv("POCL_KERNEL_CACHE", "0", 1);  // no help from PoCL's disk cache
         for (auto _ : s) {
@@ -624,20 +584,73 @@ void register_processes() {
   }
 }
 
+// --prepare_gpu_cache: lowers every raw kernel of the profile to PTX into the
+// on-disk cache (KernelLowering::shared(): KAD_CACHE_DIR), for a GPU machine
+// that has no toolchain of kad's. Needs the toolchain, no GPU.
+int prepare_gpu_cache() {
+  kad::KernelLowering& lowering = kad::KernelLowering::shared();
+  if (!lowering.cache().enabled()) {
+    std::fprintf(stderr, "kad_bench --prepare_gpu_cache: the on-disk cache is off (KAD_CACHE_DIR)\n");
+    return 1;
+  }
+  if (absl::Status s = lowering.toolchain_status(); !s.ok()) {
+    std::fprintf(stderr, "kad_bench --prepare_gpu_cache: no toolchain (%s); only cached kernels "
+                 "can be served\n", s.ToString().c_str());
+  }
+  std::set<std::string> seen;  // raw sources; the entry is part of each
+  int done = 0, failed = 0;
+  for (const Work& w : g_raw_works) {
+    if (!seen.insert(w.source(true)).second) continue;
+    absl::StatusOr<std::string> ptx = raw_ptx(w);
+    if (ptx.ok()) {
+      ++done;
+    } else {
+      ++failed;
+      std::fprintf(stderr, "kad_bench --prepare_gpu_cache: raw `%s` (%s): %s\n", w.kernel.c_str(),
+                   w.type.c_str(), ptx.status().ToString().c_str());
+    }
+  }
+  const kad::CodeCache::Stats stats = lowering.cache().stats();
+  std::printf("prepared %d raw kernels of the %s profile as PTX (%s) in %s: %llu lowered now, "
+              "%llu already cached%s\n",
+              done, g_full ? "full" : "quick", kRawPtxTarget, lowering.cache().folder().c_str(),
+              static_cast<unsigned long long>(stats.stores),
+              static_cast<unsigned long long>(stats.hits),
+              failed > 0 ? absl::StrFormat("; %d failed", failed).c_str() : "");
+  return failed == 0 ? 0 : 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc > 2 && std::strcmp(argv[1], "--worker") == 0) return worker(argc, argv);
   g_self = std::filesystem::canonical("/proc/self/exe").string();
   std::vector<char*> args;
+  bool prepare = false;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--profile=full") == 0) g_full = true;
+    else if (std::strcmp(argv[i], "--prepare_gpu_cache") == 0) prepare = true;
     else if (std::strcmp(argv[i], "--profile=quick") != 0) args.push_back(argv[i]);
+  }
+  if (prepare) {
+    register_all();  // collects the raw kernels; nothing runs
+    return prepare_gpu_cache();
+  }
+  if (absl::Status s = choose_device(); !s.ok()) {
+    std::fprintf(stderr, "kad_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
   }
   int n = static_cast<int>(args.size());
   register_all();
   register_processes();
   benchmark::Initialize(&n, args.data());
+  // The device, in results.json's context (report.py prints it).
+  const kad::DeviceInfo& device = g_device->info();
+  benchmark::AddCustomContext("kad_device", device.id);
+  benchmark::AddCustomContext("kad_device_name", device.name);
+  benchmark::AddCustomContext("kad_device_backend", device.backend);
+  benchmark::AddCustomContext("kad_device_chosen_by",
+                              requested_device_id().empty() ? "default" : "KAD_BENCH_DEVICE");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

@@ -3,6 +3,8 @@
 benchmark name, each mode's time and its ratio to raw/ (or to the transport's
 echo for the floors), with the allocation counters. Usage:
     report.py results.json results.md "machine description"
+The header names the device the run used (kad_bench's kad_device context).
+Without matplotlib it still writes results.md and skips the plots.
 """
 import json
 import sys
@@ -27,11 +29,19 @@ def main(src, dst, machine):
     def us(b):
         return b["real_time"] * {"ns": 1e-3, "us": 1, "ms": 1e3, "s": 1e6}[b["time_unit"]]
 
+    ctx = data["context"]
+    backend = ctx.get("kad_device_backend", "")
+    # kad_bench records the device it ran on (KAD_BENCH_DEVICE or the default).
+    device = (f"Device: {ctx['kad_device']} \"{ctx.get('kad_device_name', '')}\" "
+              f"({backend}; {ctx.get('kad_device_chosen_by', 'default')})\n"
+              if "kad_device" in ctx else "Device: not recorded (the registry's default)\n")
+    raw_api = {"cuda": "CUDA Driver API", "opencl": "OpenCL"}.get(backend, "OpenCL")
     out = [f"# kad benchmark results\n\nMachine: {machine}\n",
-           f"Run: {data['context'].get('date', '')}, "
-           f"{data['context'].get('num_cpus', '?')} CPUs\n",
+           device,
+           f"Run: {ctx.get('date', '')}, "
+           f"{ctx.get('num_cpus', '?')} CPUs\n",
            "Times are per iteration (one launch and wait, unless the case says otherwise); "
-           "`x raw` is the ratio to the raw OpenCL call; allocation counters are per iteration "
+           f"`x raw` is the ratio to the raw {raw_api} call; allocation counters are per iteration "
            "(`kad` = kad's own code on both sides, `total` = everything).\n",
            "| case | mode | time (µs) | x raw | launches/s | kad allocs | total allocs |",
            "|---|---|---:|---:|---:|---:|---:|"]
@@ -66,7 +76,7 @@ def plot(rows, us, folder):
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
-    except ImportError:
+    except Exception:  # not installed (or broken): results.md is written already
         print("report.py: no matplotlib, no plots")
         return
     # Launch overhead: each launch/ case, one bar per mode.
