@@ -198,9 +198,8 @@ absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
   if (it == s.buffers.end()) {
     return absl::NotFoundError(absl::StrFormat("session has no buffer %d", buffer));
   }
-  // Launches already queued keep device memory alive in the driver (OpenCL
-  // retains a buffer for every enqueued command that uses it). Shared host
-  // memory is unmapped at once, so it may not go while launches are queued.
+  // Shared host memory is unmapped at once, so it may not go while launches
+  // are queued.
   if (it->second.host) {
     for (const auto& [h, q] : s.queues) {
       if (q->last_event.load() > q->last_waited.load()) {
@@ -209,6 +208,18 @@ absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
             "then free",
             buffer, h));
       }
+    }
+  }
+  // Device memory may still be in use by launches not yet waited for. OpenCL
+  // keeps it alive for them, but Level Zero's and HSA's frees do not wait:
+  // finish this session's queues on the device first (only its own launches
+  // can name the buffer), so no backend frees memory a kernel still uses.
+  for (const auto& [h, q] : s.queues) {
+    if (q->device != it->second.device || q->last_event.load() <= q->last_waited.load()) continue;
+    if (absl::Status done = q->queue->finish(); !done.ok()) {
+      return absl::Status(done.code(),
+                          absl::StrFormat("buffer %d not freed: finishing queue %d failed: %s",
+                                          buffer, h, done.message()));
     }
   }
   s.buffer_bytes -= it->second.buffer->size();
