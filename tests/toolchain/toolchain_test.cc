@@ -68,13 +68,6 @@ TEST_F(ToolchainTest, ConformanceKernelsLowerToPtxWithTheirEntry) {
     ASSERT_TRUE(ptx.ok()) << ptx.status();
     EXPECT_THAT(*ptx, HasSubstr(".entry indices("));
     EXPECT_THAT(*ptx, HasSubstr(".target sm_80"));
-    // KAD_PTX_OUT: keep the PTX, for checks on a machine with a CUDA toolkit and a GPU.
-    if (const char* keep = std::getenv("KAD_PTX_OUT")) {
-      std::ofstream(absl::StrFormat("%s/indices-r%d-%s-%d%s.ptx", keep, s.choice.rank,
-                                    s.choice.linear ? "linear" : "nd", s.choice.index_bits,
-                                    s.static_ndrange ? "-static" : ""))
-          << *ptx;
-    }
     // Accepted by ptxas for the H200's sm_90 where a CUDA toolkit is installed.
     const char* ptxas = std::getenv("KAD_PTXAS");
     const std::string tool = ptxas ? ptxas : "/usr/local/cuda/bin/ptxas";
