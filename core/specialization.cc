@@ -43,6 +43,18 @@ Specialization specialize(const KernelSignature& kernel, const Partition& partit
   return spec;
 }
 
+std::optional<std::array<uint64_t, 3>> static_hardware_workgroup(const Specialization& spec) {
+  if (!spec.static_workgroup) return std::nullopt;
+  std::array<uint64_t, 3> block{1, 1, 1};
+  const Dims& w = *spec.static_workgroup;
+  if (spec.choice.linear) {
+    for (int d = 0; d < w.rank; ++d) block[0] *= static_cast<uint64_t>(w[d]);
+  } else {
+    for (int d = 0; d < w.rank && d < 3; ++d) block[d] = static_cast<uint64_t>(w[d]);
+  }
+  return block;
+}
+
 std::string specialization_defines(const Specialization& s) {
   std::string out = absl::StrFormat(
       "#define KAD_RANK %d\n#define KAD_LINEAR %d\n#define KAD_INDEX_BITS %d\n", s.choice.rank,

@@ -2,6 +2,8 @@
 // compiled kernel, and the key that names it in the cache.
 #pragma once
 
+#include <array>
+#include <cstdint>
 #include <optional>
 #include <string>
 #include "absl/strings/string_view.h"
@@ -26,6 +28,11 @@ struct Specialization {
 
 Specialization specialize(const KernelSignature& kernel, const Partition& partition,
                           const LaunchChoice& choice);
+
+// The hardware workgroup a static workgroup size launches as: padded to three
+// dimensions (N-d), or (product, 1, 1) for a linear launch. None when the
+// workgroup size is dynamic. Backends use it as the kernel's fixed block size.
+std::optional<std::array<uint64_t, 3>> static_hardware_workgroup(const Specialization& spec);
 
 // The `#define` block that the prelude reads (KAD_RANK, KAD_LINEAR, ...).
 std::string specialization_defines(const Specialization& spec);

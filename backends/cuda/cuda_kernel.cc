@@ -15,18 +15,6 @@ namespace {
 
 constexpr size_t kLogBytes = 16 * 1024;
 
-// The block shape a static workgroup size compiles to (DESIGN §3.5 padding).
-std::array<uint64_t, 3> static_block(const Specialization& spec) {
-  std::array<uint64_t, 3> block{1, 1, 1};
-  const Dims& w = *spec.static_workgroup;
-  if (spec.choice.linear) {
-    for (int d = 0; d < w.rank; ++d) block[0] *= static_cast<uint64_t>(w[d]);
-  } else {
-    for (int d = 0; d < w.rank && d < 3; ++d) block[d] = static_cast<uint64_t>(w[d]);
-  }
-  return block;
-}
-
 bool is_lowered(ModuleFormat format) {
   return format != ModuleFormat::kPtx && format != ModuleFormat::kCubin;
 }
@@ -55,8 +43,8 @@ absl::StatusOr<std::unique_ptr<CudaKernel>> CudaKernel::build(CudaDevice& device
   // A static workgroup size is the kernel's maximum thread count: in the PTX
   // (.maxntid) for lowered code, and as the JIT's target block size.
   unsigned threads_per_block = 0;
-  if (request.spec.static_workgroup) {
-    const std::array<uint64_t, 3> block = static_block(request.spec);
+  if (const auto fixed = static_hardware_workgroup(request.spec)) {
+    const std::array<uint64_t, 3>& block = *fixed;
     threads_per_block = static_cast<unsigned>(block[0] * block[1] * block[2]);
     if (lowered) {
       absl::StatusOr<std::string> bounded = with_max_threads(*code, sig.entry, block);

@@ -257,6 +257,19 @@ absl::StatusOr<std::unique_ptr<Queue>> HsaDevice::create_queue() {
   return std::unique_ptr<Queue>(std::move(*q));
 }
 
+std::string required_workgroup_option(const Specialization& spec) {
+  const std::optional<std::array<uint64_t, 3>> block = static_hardware_workgroup(spec);
+  if (!block) return {};
+  return absl::StrFormat("-DKAD_REQD_WORK_GROUP_SIZE=%d,%d,%d", (*block)[0], (*block)[1],
+                         (*block)[2]);
+}
+
+std::string HsaDevice::compiler_options(const KernelSignature& signature,
+                                        const Specialization& spec) const {
+  (void)signature;
+  return required_workgroup_option(spec);
+}
+
 absl::StatusOr<std::unique_ptr<CompiledKernel>> HsaDevice::compile(const CompileRequest& request) {
   // The lowered code depends on the processor only: without target features
   // it is "any" code and loads whatever the device's xnack mode.

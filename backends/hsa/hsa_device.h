@@ -20,6 +20,13 @@ inline constexpr uint32_t kKernargSlotBytes = 4096;
 // code object v5's hidden arguments up to 256 more.
 inline constexpr uint32_t kMaxParameterBytes = kKernargSlotBytes - 512;
 
+// AMDGPU compiles an OpenCL kernel for at most 256 work-items per workgroup
+// unless the kernel declares more: for a static workgroup size, the compiler
+// option that makes the prelude declare it as the kernel's required size
+// (KAD_REQD_WORK_GROUP_SIZE), so that larger static workgroups run and the
+// code is sized for exactly that block. "" for a dynamic workgroup size.
+std::string required_workgroup_option(const Specialization& spec);
+
 class HsaDevice final : public Device {
  public:
   // `host` is the CPU agent whose memory serves as kernarg and staging
@@ -34,6 +41,10 @@ class HsaDevice final : public Device {
   // OpenCL C through KernelLowering (clang -> AMDGCN -> ld.lld), or a
   // submitted code object as is; then loaded into an executable.
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
+  // A static workgroup size as the kernel's required size (see
+  // required_workgroup_option): part of the cache key.
+  std::string compiler_options(const KernelSignature& signature,
+                               const Specialization& spec) const override;
 
   const HsaApi& api() const { return *api_; }
   hsa_agent_t agent() const { return agent_; }

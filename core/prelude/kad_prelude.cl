@@ -157,6 +157,16 @@ typedef uint kad_uint;
 #define __KAD_LINEAR KAD_LINEAR
 #define __KAD_CHECK_BOUNDS KAD_CHECK_BOUNDS
 
+/* A backend whose compiler bounds a kernel's workgroup by what it declares
+ * (AMDGPU: 256 work-items unless told otherwise) defines
+ * KAD_REQD_WORK_GROUP_SIZE for a static workgroup size: every kernel of the
+ * program then declares it (a program is compiled for one entry and one
+ * launch shape, so only that entry is ever launched from it). */
+#ifdef KAD_REQD_WORK_GROUP_SIZE
+#define __kernel __kernel __attribute__((reqd_work_group_size(KAD_REQD_WORK_GROUP_SIZE)))
+#define kernel __kernel
+#endif
+
 /* Static sizes are program-scope constants: loads at constant indices fold,
  * so a fully static launch computes its indices at compile time. */
 #if KAD_STATIC_NDRANGE

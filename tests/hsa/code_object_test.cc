@@ -5,6 +5,9 @@
 #include <cstring>
 
 #include "backends/hsa/hsa_code_object.h"
+#include "backends/hsa/hsa_device.h"
+#include "core/specialization.h"
+#include "core/toolchain.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/hsa/amdgcn_code_objects.h"
@@ -118,6 +121,37 @@ TEST_F(CodeObjectTest, OpenClKernelsDefaultToAMaximumFlatWorkgroupOf256) {
 TEST_F(CodeObjectTest, WorkgroupAttributesSetTheMaximumFlatWorkgroupSize) {
   EXPECT_EQ(metadata_.find_kernel("wide")->max_flat_workgroup_size, 1024u);
   EXPECT_EQ(metadata_.find_kernel("fixed")->max_flat_workgroup_size, 64u);
+}
+
+// A static workgroup of 32 x 32 = 1024 items, past AMDGPU's default of 256:
+// the HSA backend's compiler option makes the prelude declare it, and the
+// code object's metadata allows it.
+TEST(StaticWorkgroupOnAmdgpu, RequiredSizeRaisesTheMaximumFlatWorkgroup) {
+  Specialization spec;
+  spec.choice.rank = 2;
+  spec.static_workgroup = Dims{32, 32};
+  const std::string option = required_workgroup_option(spec);
+  EXPECT_EQ(option, "-DKAD_REQD_WORK_GROUP_SIZE=32,32,1");
+  absl::StatusOr<Toolchain> toolchain = Toolchain::find();
+  ASSERT_TRUE(toolchain.ok()) << toolchain.status();
+  constexpr char kTile[] = R"(
+kernel void tile(KAD_CONTEXT, global int* out) {
+  if (kad_active()) out[kad_global_linear()] = (int)kad_local_linear();
+})";
+  absl::StatusOr<std::string> code = toolchain->lower(
+      CodeTarget::kAmdgcn, specialised_source(spec, kTile), "gfx90a", option);
+  ASSERT_TRUE(code.ok()) << code.status();
+  absl::StatusOr<CodeObjectMetadata> metadata = read_code_object_metadata(*code);
+  ASSERT_TRUE(metadata.ok()) << metadata.status();
+  ASSERT_NE(metadata->find_kernel("tile"), nullptr);
+  EXPECT_EQ(metadata->find_kernel("tile")->max_flat_workgroup_size, 1024u);
+
+  Specialization linear = spec;
+  linear.choice.linear = true;
+  EXPECT_EQ(required_workgroup_option(linear), "-DKAD_REQD_WORK_GROUP_SIZE=1024,1,1");
+  Specialization dynamic;
+  dynamic.choice.rank = 1;
+  EXPECT_EQ(required_workgroup_option(dynamic), "");
 }
 
 TEST_F(CodeObjectTest, StaticLocalMemoryIsTheFixedGroupSegment) {
