@@ -6,10 +6,10 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
-#include "absl/synchronization/mutex.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/mutex.h"
 
 #ifndef KAD_BUILT_TOOLCHAIN_VERSION
 #define KAD_BUILT_TOOLCHAIN_VERSION "unknown"

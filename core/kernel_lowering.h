@@ -69,7 +69,8 @@ class KernelLowering {
 
   // Warms the on-disk cache for other machines: lowers `request` for every
   // prelower target, as a backend that adds no compiler options of its own
-  // would ask for it (the CUDA backend). A build machine running the test
+  // would ask for it (the CUDA backend; the HSA backend adds one for static
+  // workgroup sizes, so those kernels are not warmed for it). A build machine running the test
   // suite or the benchmarks with KAD_PRELOWER=ptx:sm_80 fills a cache that a
   // GPU node without a toolchain then serves from. Returns how many targets
   // were lowered or already cached; failures only count as not done.
