@@ -144,6 +144,22 @@ struct BackendDiscovery {
 // Checks that [offset, offset + size) lies inside `buffer`.
 absl::Status check_buffer_range(const Buffer& buffer, uint64_t offset, uint64_t size);
 
+// What every Queue::wait checks first: `id` was issued by a queue whose next
+// event id is `next`.
+absl::Status check_issued(EventId id, EventId next);
+
+// For a queue that keeps the events of its last `ring` launches in a ring
+// indexed by id: the id whose event to wait for so that `id` is complete —
+// `id` itself, or, once its slot was reused, the oldest event still held,
+// which completes after it (the queue is in order).
+inline EventId oldest_held_event(EventId id, EventId next, uint64_t ring) {
+  return next > ring && id < next - ring ? next - ring : id;
+}
+
+// What every Device::allocate checks first: a size of at least one byte and
+// at most the device's largest allocation.
+absl::Status check_allocation(const DeviceInfo& device, uint64_t bytes);
+
 // What every Queue::write_buffer / read_buffer checks first: the buffer is on
 // the queue's device and the range lies inside it.
 absl::Status check_transfer(const Queue& queue, const Buffer& buffer, uint64_t offset,

@@ -117,12 +117,7 @@ absl::Status CudaDevice::make_current() const {
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::allocate(uint64_t bytes) {
-  if (bytes == 0) return absl::InvalidArgumentError("cannot allocate a buffer of 0 bytes");
-  if (bytes > info_.limits.max_allocation_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "a buffer of %d bytes exceeds device %s's memory of %d bytes", bytes, info_.id,
-        info_.limits.max_allocation_bytes));
-  }
+  if (absl::Status s = check_allocation(info_, bytes); !s.ok()) return s;
   if (absl::Status s = make_current(); !s.ok()) return s;
   CUdeviceptr pointer = 0;
   {

@@ -149,13 +149,8 @@ absl::Status CudaQueue::wait(EventId id) {
   CUevent event;
   {
     absl::MutexLock lock(&mu_);
-    if (id >= next_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "event %d was never issued on this queue (the last is %d)", id, next_ - 1));
-    }
-    // Re-recorded since: the oldest event still held completes after it.
-    const EventId held = std::max<EventId>(id, next_ > kRing ? next_ - kRing : 1);
-    event = ring_[held % kRing];
+    if (absl::Status s = check_issued(id, next_); !s.ok()) return s;
+    event = ring_[oldest_held_event(id, next_, kRing) % kRing];
   }
   if (absl::Status s = device_.make_current(); !s.ok()) return s;
   DriverScope driver;

@@ -232,12 +232,7 @@ absl::StatusOr<void*> HsaDevice::allocate_host(uint64_t bytes) const {
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> HsaDevice::allocate(uint64_t bytes) {
-  if (bytes == 0) return absl::InvalidArgumentError("cannot allocate a buffer of 0 bytes");
-  if (bytes > info_.limits.max_allocation_bytes) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("a buffer of %d bytes exceeds device %s's largest allocation of %d bytes",
-                        bytes, info_.id, info_.limits.max_allocation_bytes));
-  }
+  if (absl::Status s = check_allocation(info_, bytes); !s.ok()) return s;
   void* pointer = nullptr;
   {
     DriverScope driver;

@@ -226,10 +226,7 @@ absl::Status HsaQueue::wait(EventId event) {
   if (event == 0) return absl::OkStatus();
   {
     absl::MutexLock lock(&mu_);
-    if (event >= next_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "event %d was never issued on this queue (the last is %d)", event, next_ - 1));
-    }
+    if (absl::Status s = check_issued(event, next_); !s.ok()) return s;
   }
   return wait_for(event);
 }

@@ -158,12 +158,7 @@ LevelZeroDevice::~LevelZeroDevice() {
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> LevelZeroDevice::allocate(uint64_t bytes) {
-  if (bytes == 0) return absl::InvalidArgumentError("cannot allocate a buffer of 0 bytes");
-  if (bytes > info_.limits.max_allocation_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "a buffer of %d bytes exceeds device %s's largest allocation of %d bytes", bytes,
-        info_.id, info_.limits.max_allocation_bytes));
-  }
+  if (absl::Status s = check_allocation(info_, bytes); !s.ok()) return s;
   ze_device_mem_alloc_desc_t desc{};
   desc.stype = ZE_STRUCTURE_TYPE_DEVICE_MEM_ALLOC_DESC;
   desc.ordinal = 0;

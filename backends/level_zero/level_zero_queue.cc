@@ -228,10 +228,7 @@ absl::Status LevelZeroQueue::wait(EventId id) {
   ze_event_handle_t event = nullptr;
   {
     absl::MutexLock lock(&mu_);
-    if (id >= next_) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "event %d was never issued on this queue (the last is %d)", id, next_ - 1));
-    }
+    if (absl::Status s = check_issued(id, next_); !s.ok()) return s;
     const uint32_t s = id % kRing;
     // A recycled slot's command completed before its event was reset.
     if (owner_[s] != id) return absl::OkStatus();

@@ -109,12 +109,7 @@ OpenClDevice::~OpenClDevice() {
 
 absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::create_buffer(cl_mem_flags flags, void* host,
                                                                     uint64_t bytes) {
-  if (bytes == 0) return absl::InvalidArgumentError("cannot allocate a buffer of 0 bytes");
-  if (bytes > info_.limits.max_allocation_bytes) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "a buffer of %d bytes exceeds device %s's largest allocation of %d bytes", bytes,
-        info_.id, info_.limits.max_allocation_bytes));
-  }
+  if (absl::Status s = check_allocation(info_, bytes); !s.ok()) return s;
   cl_int err = CL_SUCCESS;
   cl_mem mem;
   {

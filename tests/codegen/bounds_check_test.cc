@@ -12,6 +12,7 @@
 
 #include "gtest/gtest.h"
 #include "tests/support/pocl.h"
+#include "tests/support/pocl_ir.h"
 
 namespace kad {
 namespace {
@@ -22,38 +23,9 @@ using testing::PoclTest;
 // Set by main() before PoCL starts: a fresh kernel cache for this process.
 const char* g_pocl_cache = nullptr;
 
-std::string run_command(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  pclose(pipe);
-  return out;
-}
-
-// The IR of kernel `entry` as PoCL compiled it: PoCL stores each program's
-// bitcode next to one folder per kernel it has run.
+// The IR of kernel `entry` as PoCL compiled it for this process.
 std::string kernel_ir(const std::string& entry) {
-  for (const auto& e : fs::recursive_directory_iterator(g_pocl_cache)) {
-    if (!e.is_directory() || e.path().filename() != entry) continue;
-    const fs::path bitcode = e.path().parent_path() / "program.bc";
-    if (!fs::exists(bitcode)) continue;
-    const std::string ir = run_command(std::string(KAD_LLVM_DIS) + " -o - " + bitcode.string() +
-                                       " 2>/dev/null");
-    const size_t start = ir.find("@" + entry + "(");
-    if (start == std::string::npos) continue;
-    const size_t end = ir.find("\n}\n", start);
-    return ir.substr(start, end - start);
-  }
-  return {};
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
+  return testing::pocl_kernel_ir(KAD_LLVM_DIS, g_pocl_cache, entry);
 }
 
 class BoundsCheck : public PoclTest {
@@ -85,26 +57,26 @@ class BoundsCheck : public PoclTest {
 TEST_F(BoundsCheck, StaticSizesThatDivideEvenlyLeaveNoCheck) {
   const NdRange range(Dims{64});
   const std::string ir = compile("even_1d", range, Dims{16}, range, nullptr);
-  EXPECT_EQ(count(ir, "br i1"), 0) << ir;
-  EXPECT_EQ(count(ir, "icmp"), 0) << ir;
+  EXPECT_EQ(testing::count_of(ir, "br i1"), 0) << ir;
+  EXPECT_EQ(testing::count_of(ir, "icmp"), 0) << ir;
 
   const NdRange range2(Dims{16, 8});
   const std::string ir2 = compile("even_2d", range2, Dims{4, 4}, range2, nullptr);
-  EXPECT_EQ(count(ir2, "br i1"), 0) << ir2;
-  EXPECT_EQ(count(ir2, "icmp"), 0) << ir2;
+  EXPECT_EQ(testing::count_of(ir2, "br i1"), 0) << ir2;
+  EXPECT_EQ(testing::count_of(ir2, "icmp"), 0) << ir2;
 }
 
 TEST_F(BoundsCheck, StaticSizesThatDoNotDivideKeepTheCheck) {
   const NdRange range(Dims{60});
   const std::string ir = compile("uneven_1d", range, Dims{16}, range, nullptr);
-  EXPECT_GT(count(ir, "icmp"), 0) << ir;
+  EXPECT_GT(testing::count_of(ir, "icmp"), 0) << ir;
 }
 
 TEST_F(BoundsCheck, ADynamicNdrangeKeepsTheCheck) {
   const NdRange range(Dims{64});
   const Dims wg{16};
   const std::string ir = compile("dynamic_1d", std::nullopt, Dims{16}, range, &wg);
-  EXPECT_GT(count(ir, "icmp"), 0) << ir;
+  EXPECT_GT(testing::count_of(ir, "icmp"), 0) << ir;
 }
 
 }  // namespace

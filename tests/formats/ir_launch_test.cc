@@ -15,6 +15,7 @@
 #include "tests/formats/ir_modules.h"
 #include "tests/support/index_kernel.h"
 #include "tests/support/pocl.h"
+#include "tests/support/pocl_ir.h"
 
 namespace kad::testing {
 extern const char* g_pocl_cache;
@@ -185,36 +186,9 @@ INSTANTIATE_TEST_SUITE_P(Formats, IrIndexQueries, ::testing::ValuesIn(ir_cases()
 // ---------------------------------------------------------------------------
 // Static sizes fold: the code PoCL generated, read back as LLVM IR.
 
-std::string run_command(const std::string& command) {
-  std::string out;
-  FILE* pipe = popen(command.c_str(), "r");
-  if (pipe == nullptr) return out;
-  char buffer[4096];
-  size_t n;
-  while ((n = fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
-  pclose(pipe);
-  return out;
-}
-
-// The IR of kernel `entry` as PoCL compiled it (program.bc in its cache).
+// The IR of kernel `entry` as PoCL compiled it for this process.
 std::string kernel_ir(const std::string& entry) {
-  for (const auto& e : fs::recursive_directory_iterator(testing::g_pocl_cache)) {
-    if (!e.is_directory() || e.path().filename() != entry) continue;
-    const fs::path bitcode = e.path().parent_path() / "program.bc";
-    if (!fs::exists(bitcode)) continue;
-    const std::string ir =
-        run_command(std::string(KAD_LLVM_DIS) + " -o - " + bitcode.string() + " 2>/dev/null");
-    const size_t start = ir.find("@" + entry + "(");
-    if (start == std::string::npos) continue;
-    return ir.substr(start, ir.find("\n}\n", start) - start);
-  }
-  return {};
-}
-
-int count(const std::string& text, const std::string& what) {
-  int n = 0;
-  for (size_t at = text.find(what); at != std::string::npos; at = text.find(what, at + 1)) ++n;
-  return n;
+  return testing::pocl_kernel_ir(KAD_LLVM_DIS, testing::g_pocl_cache, entry);
 }
 
 class IrCodegen : public IrModules {
@@ -245,15 +219,15 @@ TEST_F(IrCodegen, StaticSizesThatDivideEvenlyLeaveNoCheckInIrModules) {
   for (Build b : {Build::kBitcode, Build::kSpirv}) {
     const std::string entry = absl::StrCat("even_", build_name(b));
     const std::string ir = compile(b, entry, NdRange(Dims{16, 8}), Dims{4, 4});
-    EXPECT_EQ(count(ir, "br i1"), 0) << ir;
-    EXPECT_EQ(count(ir, "icmp"), 0) << ir;
-    EXPECT_EQ(count(ir, "__kad_spec_"), 0) << "specialisation left out of line:\n" << ir;
+    EXPECT_EQ(testing::count_of(ir, "br i1"), 0) << ir;
+    EXPECT_EQ(testing::count_of(ir, "icmp"), 0) << ir;
+    EXPECT_EQ(testing::count_of(ir, "__kad_spec_"), 0) << "specialisation left out of line:\n" << ir;
   }
 }
 
 TEST_F(IrCodegen, StaticSizesThatDoNotDivideKeepTheCheckInIrModules) {
   const std::string ir = compile(Build::kBitcode, "uneven_bitcode", NdRange(Dims{60}), Dims{16});
-  EXPECT_GT(count(ir, "icmp"), 0) << ir;
+  EXPECT_GT(testing::count_of(ir, "icmp"), 0) << ir;
 }
 
 // ---------------------------------------------------------------------------

@@ -11,6 +11,7 @@
 #include "core/specialization.h"
 #include "core/toolchain.h"
 #include "gmock/gmock.h"
+#include "tests/support/core_fixtures.h"
 #include "gtest/gtest.h"
 #include "tests/formats/ir_modules.h"
 #include "tests/support/index_kernel.h"
@@ -22,19 +23,11 @@ namespace fs = std::filesystem;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-Specialization spec_of(int rank, bool linear, int bits) {
-  Specialization s;
-  s.choice.rank = static_cast<uint8_t>(rank);
-  s.choice.linear = linear;
-  s.choice.index_bits = static_cast<uint8_t>(bits);
-  return s;
-}
-
 // N-d, linear rank 4, 64-bit, and fully static (no bounds check).
 std::vector<Specialization> specs() {
-  std::vector<Specialization> out = {spec_of(1, false, 32), spec_of(4, true, 32),
-                                     spec_of(2, false, 64)};
-  Specialization fixed = spec_of(2, false, 32);
+  std::vector<Specialization> out = {testing::Spec(1, false, 32), testing::Spec(4, true, 32),
+                                     testing::Spec(2, false, 64)};
+  Specialization fixed = testing::Spec(2, false, 32);
   fixed.static_ndrange = NdRange(Dims{16, 8}, Dims{0, -2});
   fixed.static_workgroup = Dims{4, 4};
   fixed.static_blocks = Dims{4, 2};

@@ -9,6 +9,7 @@
 #include "core/dims.h"
 #include "core/kernel_signature.h"
 #include "core/select_launch.h"
+#include "core/specialization.h"
 
 namespace kad::testing {
 
@@ -27,6 +28,13 @@ inline LaunchChoice Choice(int rank, bool linear, int bits) {
   c.linear = linear;
   c.index_bits = static_cast<uint8_t>(bits);
   return c;
+}
+
+// A specialisation with that launch choice and no static sizes.
+inline Specialization Spec(int rank, bool linear, int bits) {
+  Specialization s;
+  s.choice = Choice(rank, linear, bits);
+  return s;
 }
 
 // A kernel `saxpy` with the given static sizes.

@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/specialization.h"
 #include "gmock/gmock.h"
+#include "tests/support/core_fixtures.h"
 #include "gtest/gtest.h"
 #include "tests/support/index_kernel.h"
 
@@ -19,14 +20,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
-
-Specialization spec_of(int rank, bool linear, int bits) {
-  Specialization s;
-  s.choice.rank = static_cast<uint8_t>(rank);
-  s.choice.linear = linear;
-  s.choice.index_bits = static_cast<uint8_t>(bits);
-  return s;
-}
 
 class ToolchainTest : public ::testing::Test {
  protected:
@@ -50,9 +43,9 @@ class ToolchainTest : public ::testing::Test {
 
 // The shapes the conformance suite compiles: N-d, linear rank 4, 64-bit, static.
 std::vector<Specialization> conformance_specs() {
-  std::vector<Specialization> specs = {spec_of(1, false, 32), spec_of(3, false, 32),
-                                       spec_of(4, true, 32), spec_of(2, false, 64)};
-  Specialization fixed = spec_of(2, false, 32);
+  std::vector<Specialization> specs = {testing::Spec(1, false, 32), testing::Spec(3, false, 32),
+                                       testing::Spec(4, true, 32), testing::Spec(2, false, 64)};
+  Specialization fixed = testing::Spec(2, false, 32);
   fixed.static_ndrange = NdRange(Dims{16, 8});
   fixed.static_workgroup = Dims{4, 4};
   fixed.static_blocks = Dims{4, 2};
@@ -115,7 +108,7 @@ TEST_F(ToolchainTest, ConformanceKernelsLinkIntoAmdgcnCodeObjects) {
 
 TEST_F(ToolchainTest, ACompileErrorReturnsTheCompilersLog) {
   auto r = toolchain_->lower(CodeTarget::kPtx,
-                             specialised_source(spec_of(1, false, 32),
+                             specialised_source(testing::Spec(1, false, 32),
                                                 "kernel void k(KAD_CONTEXT) { undefined_thing(); }"),
                              "sm_80", "");
   ASSERT_FALSE(r.ok());
