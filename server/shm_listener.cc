@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "kad/shm/v1/handshake.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server {
@@ -15,29 +16,15 @@ namespace {
 
 using namespace shm::v1;
 
-// Sends `reply`, with `fd` attached when it is not -1.
-bool send_reply(int socket, const absl::Status& status, int fd, uint64_t bytes) {
+// Answers a hello with `status`, and `fd` (of `bytes`) attached when not -1.
+bool send_status_reply(int socket, const absl::Status& status, int fd, uint64_t bytes) {
   Reply reply{};
   reply.code = static_cast<int32_t>(status.code());
   reply.bytes = bytes;
   const size_t n = std::min(status.message().size(), sizeof(reply.message));
   std::memcpy(reply.message, status.message().data(), n);
   reply.message_length = static_cast<uint32_t>(n);
-  iovec io{&reply, sizeof(reply)};
-  msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (fd >= 0) {
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  return sendmsg(socket, &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(reply));
+  return shm::v1::send_reply(socket, reply, fd);
 }
 
 }  // namespace
@@ -100,7 +87,7 @@ void ShmListener::serve_hello(int fd) {
   } message{};
   const ssize_t n = recv(fd, &message, sizeof(message), 0);
   auto refuse = [&](const absl::Status& s) {
-    send_reply(fd, s, -1, 0);
+    send_status_reply(fd, s, -1, 0);
     close(fd);
   };
   auto session_of = [&](const char (&id)[64]) {
@@ -112,7 +99,7 @@ void ShmListener::serve_hello(int fd) {
     if (!session.ok()) return refuse(session.status());
     absl::StatusOr<Engine::MappedBuffer> mapped = engine_.map_buffer(**session, message.map.buffer);
     if (!mapped.ok()) return refuse(mapped.status());
-    send_reply(fd, absl::OkStatus(), mapped->fd, mapped->bytes);
+    send_status_reply(fd, absl::OkStatus(), mapped->fd, mapped->bytes);
     ::close(mapped->fd);
     close(fd);
     return;
@@ -139,7 +126,7 @@ void ShmListener::serve_hello(int fd) {
   absl::StatusOr<std::unique_ptr<ShmChannel>> channel =
       ShmChannel::create(engine_, *session, hello.queue, fd, options_);
   if (!channel.ok()) return refuse(channel.status());
-  if (!send_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes)) return;  // closes fd
+  if (!send_status_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes)) return;  // closes fd
   spdlog::debug("session {}: queue {} on shared memory (pid {}, uid {})", (*session)->id(),
                 hello.queue, peer.pid, peer.uid);
   (*channel)->start();

@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "client/src/connection.h"
+#include "kad/shm/v1/handshake.h"
 #include "kad/shm/v1/layout.h"
 #include "kad/shm/v1/ring.h"
 
@@ -37,28 +38,18 @@ int connect_side_socket(const std::string& path) {
 
 // Receives kad's Reply and the fd that comes with a successful one.
 absl::StatusOr<std::pair<Reply, int>> receive_reply(int socket) {
-  Reply reply{};
-  iovec io{&reply, sizeof(reply)};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  msghdr msg{};
-  msg.msg_iov = &io;
-  msg.msg_iovlen = 1;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof(control);
-  if (recvmsg(socket, &msg, MSG_CMSG_CLOEXEC) != sizeof(reply)) {
+  Reply reply;
+  int fd;
+  if (!shm::v1::receive_reply(socket, &reply, &fd)) {
     return absl::UnavailableError("kad did not answer on the shared-memory socket");
   }
   if (reply.code != 0) {
+    if (fd >= 0) close(fd);
     return absl::Status(static_cast<absl::StatusCode>(reply.code),
                         std::string(reply.message,
                                     std::min<size_t>(reply.message_length, sizeof(reply.message))));
   }
-  cmsghdr* cm = CMSG_FIRSTHDR(&msg);
-  if (cm == nullptr || cm->cmsg_type != SCM_RIGHTS) {
-    return absl::InternalError("kad's shared-memory answer carried no memory");
-  }
-  int fd;
-  std::memcpy(&fd, CMSG_DATA(cm), sizeof(int));
+  if (fd < 0) return absl::InternalError("kad's shared-memory answer carried no memory");
   return std::make_pair(reply, fd);
 }
 

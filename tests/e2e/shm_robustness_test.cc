@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "gmock/gmock.h"
+#include "kad/shm/v1/handshake.h"
 #include "kad/shm/v1/layout.h"
 #include "kad/shm/v1/ring.h"
 #include "tests/e2e/e2e.h"
@@ -46,17 +47,9 @@ class RawChannel {
     hello.queue = queue;
     send(fd_, &hello, hello_bytes, 0);
     Reply reply{};
-    iovec io{&reply, sizeof(reply)};
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-    msghdr msg{};
-    msg.msg_iov = &io;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    recvmsg(fd_, &msg, 0);
-    if (reply.code == 0) {
-      int memfd;
-      std::memcpy(&memfd, CMSG_DATA(CMSG_FIRSTHDR(&msg)), sizeof(int));
+    int memfd = -1;
+    receive_reply(fd_, &reply, &memfd);
+    if (reply.code == 0 && memfd >= 0) {
       memory_ = static_cast<uint8_t*>(
           mmap(nullptr, reply.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0));
       close(memfd);
