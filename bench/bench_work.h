@@ -30,12 +30,11 @@ inline std::string saxpy_source(const std::string& t, bool raw) {
 
 // const/: a 16-step relaxation, its inputs `const restrict` (@Const) or not.
 inline std::string relax_source(const std::string& t, bool marked, bool raw) {
-  const std::string in = marked ? absl::StrCat("const global ", t, "* restrict")
-                                : absl::StrCat("global ", t, "*");
+  const std::string in =
+      marked ? absl::StrCat("const global ", t, "* restrict") : absl::StrCat("global ", t, "*");
   return absl::StrCat(
-      t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "",
-      "kernel void relax(", raw ? "" : "KAD_CONTEXT, ", "global ", t, "* out, ", in, " x, ", in,
-      " y) {\n",
+      t == "double" ? "#pragma OPENCL EXTENSION cl_khr_fp64 : enable\n" : "", "kernel void relax(",
+      raw ? "" : "KAD_CONTEXT, ", "global ", t, "* out, ", in, " x, ", in, " y) {\n",
       raw ? "  long i = get_global_id(0), n = get_global_size(0);\n"
           : "  if (!kad_active()) return;\n  long i = kad_global_linear(), n = kad_ndrange(0);\n",
       "  ", t, " acc = 0;\n",
@@ -60,7 +59,7 @@ struct Shape {
   std::vector<int64_t> workgroup;  // empty: tuned
   bool static_ndrange = false;
   bool static_workgroup = false;
-  bool give_workgroup = false;     // a dynamic workgroup size given at launch
+  bool give_workgroup = false;  // a dynamic workgroup size given at launch
 };
 
 struct Work {

@@ -35,13 +35,13 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 #include <filesystem>
 #include <fstream>
-#include <numeric>
-#include <thread>
 #include <memory>
+#include <numeric>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/ascii.h"
@@ -52,10 +52,11 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "backends/registry.h"
+#include "bench/runner.h"
+#include "core/driver_scope.h"
 #include "core/kernel.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
-#include "core/driver_scope.h"
 #include "core/module.h"
 #include "core/partition.h"
 #include "kad/client.h"
@@ -65,7 +66,6 @@
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
 #include "tests/support/in_process_daemon.h"
-#include "bench/runner.h"
 
 namespace {
 
@@ -104,8 +104,8 @@ absl::Status choose_device() {
   if (g_device != nullptr) return absl::OkStatus();
   std::vector<std::string> found;
   for (const auto& d : r.devices) {
-    found.push_back(absl::StrFormat("%s \"%s\" (%s)", d->info().id, d->info().name,
-                                    d->info().backend));
+    found.push_back(
+        absl::StrFormat("%s \"%s\" (%s)", d->info().id, d->info().name, d->info().backend));
   }
   return absl::NotFoundError(absl::StrFormat(
       "%s; devices found: %s\ndiscovery log:\n  %s",
@@ -116,7 +116,6 @@ absl::Status choose_device() {
 }
 
 // ---- one runner per mode -------------------------------------------------------------
-
 
 // raw/ on a backend with no raw twin yet: every raw/ case says so.
 class NoRawRunner final : public Runner {
@@ -141,9 +140,9 @@ std::unique_ptr<Runner> raw_runner() {
       absl::SimpleAtoi(absl::string_view(info.id).substr(5), &ordinal)) {
     return kad_bench::make_cuda_raw_runner(ordinal);
   }
-  return std::make_unique<NoRawRunner>(absl::StrFormat(
-      "raw/ has no raw driver twin for %s (backend %s): only OpenCL and CUDA", info.id,
-      info.backend));
+  return std::make_unique<NoRawRunner>(
+      absl::StrFormat("raw/ has no raw driver twin for %s (backend %s): only OpenCL and CUDA",
+                      info.id, info.backend));
 }
 
 class InprocRunner final : public Runner {
@@ -159,7 +158,7 @@ class InprocRunner final : public Runner {
     const kad::ScalarType t = w.double_scalar() ? kad::ScalarType::kF64 : kad::ScalarType::kF32;
     kad::KernelSignature sig{w.kernel, std::nullopt, std::nullopt, {}, ""};
     for (char c : w.layout()) {
-      sig.args.push_back(c == 'B' ? kad::ArgSpec::buffer()
+      sig.args.push_back(c == 'B'   ? kad::ArgSpec::buffer()
                          : c == 'C' ? kad::ArgSpec::const_buffer()
                                     : kad::ArgSpec::scalar_of(t));
     }
@@ -228,10 +227,11 @@ class ClientRunner final : public Runner {
     queue_ = *std::move(q);
     auto m = client_->load_module(w.source(false));
     if (!m.ok()) return m.status();
-    const auto t = w.double_scalar() ? kad::client::ScalarType::kF64 : kad::client::ScalarType::kF32;
+    const auto t =
+        w.double_scalar() ? kad::client::ScalarType::kF64 : kad::client::ScalarType::kF32;
     kad::client::KernelSpec spec{.entry = w.kernel};
     for (char c : w.layout()) {
-      spec.args.push_back(c == 'B' ? kad::client::ArgSpec::buffer()
+      spec.args.push_back(c == 'B'   ? kad::client::ArgSpec::buffer()
                           : c == 'C' ? kad::client::ArgSpec::const_buffer()
                                      : kad::client::ArgSpec::scalar_of(t));
     }
@@ -303,7 +303,8 @@ void run_sync(benchmark::State& state, const std::string& mode, const Work& w) {
   auto runner = runner_for(mode);
   if (absl::Status s = runner->setup(w); !s.ok()) return state.SkipWithError(s.ToString().c_str());
   for (int i = 0; i < 3; ++i) {
-    if (!runner->launch().ok() || !runner->wait().ok()) return state.SkipWithError("warm-up failed");
+    if (!runner->launch().ok() || !runner->wait().ok())
+      return state.SkipWithError("warm-up failed");
   }
   kad::testing::AllocCounter counter;
   for (auto _ : state) {
@@ -318,7 +319,8 @@ void run_pipelined(benchmark::State& state, const std::string& mode, const Work&
   if (absl::Status s = runner->setup(w); !s.ok()) return state.SkipWithError(s.ToString().c_str());
   // Warm up as run_sync does, so that compiling is never timed or counted.
   for (int i = 0; i < 3; ++i) {
-    if (!runner->launch().ok() || !runner->wait().ok()) return state.SkipWithError("warm-up failed");
+    if (!runner->launch().ok() || !runner->wait().ok())
+      return state.SkipWithError("warm-up failed");
   }
   constexpr int kBatch = 200;
   kad::testing::AllocCounter counter;
@@ -357,33 +359,41 @@ void register_all() {
     for (const auto& [name, shape] : launches) {
       Work w{"scale", "float", shape};
       note_work(mode, w);
-      benchmark::RegisterBenchmark((mode + "/launch/" + name).c_str(),
-                                   [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
-          ->UseRealTime();
+      benchmark::RegisterBenchmark((mode + "/launch/" + name).c_str(), [mode,
+                                                                        w](benchmark::State& s) {
+        run_sync(s, mode, w);
+      })->UseRealTime();
     }
   }
   // saxpy/: Z = a X + Y, launch and wait.
   const std::vector<int64_t> sizes =
-      g_full ? std::vector<int64_t>{64, 256, 512, 1024, 2048, 4096, 16384, 32768, 65536, 262144, 1048576}
+      g_full ? std::vector<int64_t>{64,    256,   512,   1024,   2048,   4096,
+                                    16384, 32768, 65536, 262144, 1048576}
              : std::vector<int64_t>{64, 65536, 1048576};
   const std::vector<std::string> types = g_full
-                                              ? std::vector<std::string>{"half", "float", "double"}
-                                              : std::vector<std::string>{"half", "float"};
+                                             ? std::vector<std::string>{"half", "float", "double"}
+                                             : std::vector<std::string>{"half", "float"};
   for (const std::string& mode : kModes) {
     for (const std::string& t : types) {
       for (int64_t n : sizes) {
         for (bool static_wg : {false, true}) {
           if (static_wg && n % 1024 != 0) continue;  // a static (1024,) workgroup must divide
-          Shape shape{{n}, static_wg ? std::vector<int64_t>{1024} : std::vector<int64_t>{},
-                      false, static_wg, false};
+          Shape shape{{n},
+                      static_wg ? std::vector<int64_t>{1024} : std::vector<int64_t>{},
+                      false,
+                      static_wg,
+                      false};
           Work w{"saxpy", t, shape};
           note_work(mode, w);
           const std::string name = absl::StrFormat(
               "%s/saxpy/%s/%s/%d", mode, static_wg ? "static workgroup=(1024,)" : "default",
-              t == "double" ? "Float64" : t == "half" ? "Float16" : "Float32", n);
-          benchmark::RegisterBenchmark(name.c_str(),
-                                       [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
-              ->UseRealTime();
+              t == "double" ? "Float64"
+              : t == "half" ? "Float16"
+                            : "Float32",
+              n);
+          benchmark::RegisterBenchmark(name.c_str(), [mode, w](benchmark::State& s) {
+            run_sync(s, mode, w);
+          })->UseRealTime();
         }
       }
     }
@@ -395,12 +405,12 @@ void register_all() {
         for (bool marked : {true, false}) {
           Work w{"relax", t, {{n}, {1024}, false, true, false}, marked};
           note_work(mode, w);
-          const std::string name = absl::StrFormat("%s/const/%s/%s/%d", mode,
-                                                   marked ? "@Const" : "unmarked",
-                                                   t == "double" ? "Float64" : "Float32", n);
-          benchmark::RegisterBenchmark(name.c_str(),
-                                       [mode, w](benchmark::State& s) { run_sync(s, mode, w); })
-              ->UseRealTime();
+          const std::string name =
+              absl::StrFormat("%s/const/%s/%s/%d", mode, marked ? "@Const" : "unmarked",
+                              t == "double" ? "Float64" : "Float32", n);
+          benchmark::RegisterBenchmark(name.c_str(), [mode, w](benchmark::State& s) {
+            run_sync(s, mode, w);
+          })->UseRealTime();
         }
       }
     }
@@ -415,9 +425,10 @@ void register_all() {
   }
   // echo: each transport's bare round trip, with no kad work.
   for (const std::string mode : {"shm", "grpc-unix", "grpc-tcp"}) {
-    benchmark::RegisterBenchmark((std::string(mode) + "/echo").c_str(),
-                                 [mode](benchmark::State& s) { run_ping(s, mode); })
-        ->UseRealTime();
+    benchmark::RegisterBenchmark((std::string(mode) + "/echo").c_str(), [mode](
+                                                                            benchmark::State& s) {
+      run_ping(s, mode);
+    })->UseRealTime();
   }
   // partition/: host only.
   const std::vector<std::pair<std::string, std::pair<bool, bool>>> partitions = {
@@ -457,9 +468,12 @@ double seconds_since(Clock::time_point t) {
 // inherit the parent's environment (spawn() execs with it), KAD_BENCH_DEVICE
 // included, so they launch on the parent's device.
 int worker(int argc, char** argv) {
-  if ((std::string(argv[2]) == "latency" && argc < 6) || (std::string(argv[2]) == "first-launch" && argc < 4)) return 2;
+  if ((std::string(argv[2]) == "latency" && argc < 6) ||
+      (std::string(argv[2]) == "first-launch" && argc < 4))
+    return 2;
   const std::string mode = argv[2];
-  if (mode == "standalone") {  // a fresh process that sets up the device and compiles the kernel itself
+  if (mode ==
+      "standalone") {  // a fresh process that sets up the device and compiles the kernel itself
     InprocRunner r;
     Work w{"scale", "float", {{64}, {}, false, false, false}};
     absl::Status s = choose_device();
@@ -501,14 +515,19 @@ double time_process(const std::vector<std::string>& argv) {
 }
 
 void register_processes() {
-  benchmark::RegisterBenchmark("time_to_load/daemon start until it serves", [](benchmark::State& s) {
-    for (auto _ : s) {
-      const auto t = Clock::now();
-      auto d = kad::testing::Daemon::start();
-      if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
-      s.SetIterationTime(seconds_since(t));
-    }
-  })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("time_to_load/daemon start until it serves",
+                               [](benchmark::State& s) {
+                                 for (auto _ : s) {
+                                   const auto t = Clock::now();
+                                   auto d = kad::testing::Daemon::start();
+                                   if (!d.ok())
+                                     return s.SkipWithError(d.status().ToString().c_str());
+                                   s.SetIterationTime(seconds_since(t));
+                                 }
+                               })
+      ->UseManualTime()
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond);
   for (const std::string mode : {"shm", "grpc-unix"}) {
     benchmark::RegisterBenchmark(
         (mode + "/time_to_load/new client's connect and first launch of a cached kernel").c_str(),
@@ -520,14 +539,18 @@ void register_processes() {
             if (t < 0) return s.SkipWithError("worker failed");
             s.SetIterationTime(t);
           }
-        })->UseManualTime()->Iterations(5)->Unit(benchmark::kMillisecond);
+        })
+        ->UseManualTime()
+        ->Iterations(5)
+        ->Unit(benchmark::kMillisecond);
   }
   // Named after PoCL, as always, on PoCL; on a GPU without kad's toolchain the
   // "compile" is a lookup in the on-disk cache and the driver's JIT.
   const bool pocl = g_device != nullptr && absl::StartsWith(g_device->info().id, "opencl:pocl");
   benchmark::RegisterBenchmark(
-      absl::StrFormat("raw/time_to_load/fresh process that sets up %s and compiles the kernel itself",
-                      pocl ? "PoCL" : "the device")
+      absl::StrFormat(
+          "raw/time_to_load/fresh process that sets up %s and compiles the kernel itself",
+          pocl ? "PoCL" : "the device")
           .c_str(),
       [](benchmark::State& s) {
         setenv("POCL_KERNEL_CACHE", "0", 1);  // no help from PoCL's disk cache
@@ -537,11 +560,14 @@ void register_processes() {
           s.SetIterationTime(t);
         }
         unsetenv("POCL_KERNEL_CACHE");
-      })->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
+      })
+      ->UseManualTime()
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond);
 
   // concurrency: client processes launching on one device at once.
-  const std::vector<int> counts = g_full ? std::vector<int>{1, 2, 4, 8, 16, 32}
-                                         : std::vector<int>{1, 4, 16, 32};
+  const std::vector<int> counts =
+      g_full ? std::vector<int>{1, 2, 4, 8, 16, 32} : std::vector<int>{1, 4, 16, 32};
   for (int clients : counts) {
     benchmark::RegisterBenchmark(
         absl::StrFormat("shm/concurrency/clients:%d", clients).c_str(),
@@ -553,9 +579,9 @@ void register_processes() {
             const auto t = Clock::now();
             for (int c = 0; c < clients; ++c) {
               files.push_back(absl::StrFormat("/tmp/kad-bench-lat-%d-%d", getpid(), c));
-              pids.push_back(kad::testing::spawn({g_self, "--worker", "latency",
-                                                  daemon().uri("shm"), std::to_string(launches),
-                                                  files.back()}));
+              pids.push_back(
+                  kad::testing::spawn({g_self, "--worker", "latency", daemon().uri("shm"),
+                                       std::to_string(launches), files.back()}));
             }
             bool ok = true;
             for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
@@ -580,7 +606,10 @@ void register_processes() {
             s.counters["p99_us"] = latencies[latencies.size() * 99 / 100];
             s.counters["jain"] = sum * sum / (clients * squares);
           }
-        })->UseManualTime()->Iterations(1)->Unit(benchmark::kMillisecond);
+        })
+        ->UseManualTime()
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
   }
 }
 
@@ -590,12 +619,15 @@ void register_processes() {
 int prepare_gpu_cache() {
   kad::KernelLowering& lowering = kad::KernelLowering::shared();
   if (!lowering.cache().enabled()) {
-    std::fprintf(stderr, "kad_bench --prepare_gpu_cache: the on-disk cache is off (KAD_CACHE_DIR)\n");
+    std::fprintf(stderr,
+                 "kad_bench --prepare_gpu_cache: the on-disk cache is off (KAD_CACHE_DIR)\n");
     return 1;
   }
   if (absl::Status s = lowering.toolchain_status(); !s.ok()) {
-    std::fprintf(stderr, "kad_bench --prepare_gpu_cache: no toolchain (%s); only cached kernels "
-                 "can be served\n", s.ToString().c_str());
+    std::fprintf(stderr,
+                 "kad_bench --prepare_gpu_cache: no toolchain (%s); only cached kernels "
+                 "can be served\n",
+                 s.ToString().c_str());
   }
   std::set<std::string> seen;  // raw sources; the entry is part of each
   int done = 0, failed = 0;
@@ -611,12 +643,12 @@ int prepare_gpu_cache() {
     }
   }
   const kad::CodeCache::Stats stats = lowering.cache().stats();
-  std::printf("prepared %d raw kernels of the %s profile as PTX (%s) in %s: %llu lowered now, "
-              "%llu already cached%s\n",
-              done, g_full ? "full" : "quick", kRawPtxTarget, lowering.cache().folder().c_str(),
-              static_cast<unsigned long long>(stats.stores),
-              static_cast<unsigned long long>(stats.hits),
-              failed > 0 ? absl::StrFormat("; %d failed", failed).c_str() : "");
+  std::printf(
+      "prepared %d raw kernels of the %s profile as PTX (%s) in %s: %llu lowered now, "
+      "%llu already cached%s\n",
+      done, g_full ? "full" : "quick", kRawPtxTarget, lowering.cache().folder().c_str(),
+      static_cast<unsigned long long>(stats.stores), static_cast<unsigned long long>(stats.hits),
+      failed > 0 ? absl::StrFormat("; %d failed", failed).c_str() : "");
   return failed == 0 ? 0 : 1;
 }
 
@@ -628,9 +660,12 @@ int main(int argc, char** argv) {
   std::vector<char*> args;
   bool prepare = false;
   for (int i = 0; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--profile=full") == 0) g_full = true;
-    else if (std::strcmp(argv[i], "--prepare_gpu_cache") == 0) prepare = true;
-    else if (std::strcmp(argv[i], "--profile=quick") != 0) args.push_back(argv[i]);
+    if (std::strcmp(argv[i], "--profile=full") == 0)
+      g_full = true;
+    else if (std::strcmp(argv[i], "--prepare_gpu_cache") == 0)
+      prepare = true;
+    else if (std::strcmp(argv[i], "--profile=quick") != 0)
+      args.push_back(argv[i]);
   }
   if (prepare) {
     register_all();  // collects the raw kernels; nothing runs

@@ -78,20 +78,20 @@ class CudaRawRunner final : public Runner {
     char error_log[8192] = {};
     int options[] = {CU_JIT_ERROR_LOG_BUFFER, CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES};
     void* values[] = {error_log, reinterpret_cast<void*>(sizeof(error_log) - 1)};
-    if (absl::Status s = cu_status(cu, cu.cuModuleLoadDataEx(&module_, ptx->data(), 2, options,
-                                                             values),
-                                   "cuModuleLoadDataEx", error_log);
+    if (absl::Status s =
+            cu_status(cu, cu.cuModuleLoadDataEx(&module_, ptx->data(), 2, options, values),
+                      "cuModuleLoadDataEx", error_log);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = cu_status(cu, cu.cuModuleGetFunction(&function_, module_,
-                                                              w.kernel.c_str()),
-                                   "cuModuleGetFunction", w.kernel);
+    if (absl::Status s =
+            cu_status(cu, cu.cuModuleGetFunction(&function_, module_, w.kernel.c_str()),
+                      "cuModuleGetFunction", w.kernel);
         !s.ok()) {
       return s;
     }
-    if (absl::Status s = cu_status(cu, cu.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING),
-                                   "cuStreamCreate");
+    if (absl::Status s =
+            cu_status(cu, cu.cuStreamCreate(&stream_, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
         !s.ok()) {
       return s;
     }
@@ -103,8 +103,7 @@ class CudaRawRunner final : public Runner {
     for (char c : layout) {
       if (c == 'S') continue;
       CUdeviceptr p = 0;
-      if (absl::Status s = cu_status(cu, cu.cuMemAlloc(&p, bytes), "cuMemAlloc"); !s.ok())
-        return s;
+      if (absl::Status s = cu_status(cu, cu.cuMemAlloc(&p, bytes), "cuMemAlloc"); !s.ok()) return s;
       mems_.push_back(p);
       if (absl::Status s = cu_status(cu, cu.cuMemcpyHtoDAsync(p, zeros.data(), bytes, stream_),
                                      "cuMemcpyHtoDAsync");
@@ -120,9 +119,12 @@ class CudaRawRunner final : public Runner {
     // made here so that launch() only launches.
     size_t m = 0;
     for (char c : layout) {
-      if (c != 'S') params_.push_back(&mems_[m++]);
-      else if (w.double_scalar()) params_.push_back(&scalar_d_);
-      else params_.push_back(&scalar_f_);
+      if (c != 'S')
+        params_.push_back(&mems_[m++]);
+      else if (w.double_scalar())
+        params_.push_back(&scalar_d_);
+      else
+        params_.push_back(&scalar_f_);
     }
 
     // The block shape. A given workgroup size is the block, as the OpenCL raw
@@ -140,9 +142,10 @@ class CudaRawRunner final : public Runner {
         block_[d] = d < w.shape.workgroup.size() ? static_cast<unsigned>(w.shape.workgroup[d]) : 1;
     } else {
       int min_grid = 0, threads = 0;
-      if (absl::Status s = cu_status(cu, cu.cuOccupancyMaxPotentialBlockSize(
-                                             &min_grid, &threads, function_, nullptr, 0, 0),
-                                     "cuOccupancyMaxPotentialBlockSize");
+      if (absl::Status s = cu_status(
+              cu,
+              cu.cuOccupancyMaxPotentialBlockSize(&min_grid, &threads, function_, nullptr, 0, 0),
+              "cuOccupancyMaxPotentialBlockSize");
           !s.ok()) {
         return s;
       }
@@ -158,7 +161,8 @@ class CudaRawRunner final : public Runner {
       if (block_[d] == 0 || extent % block_[d] != 0) {
         return absl::InvalidArgumentError(absl::StrFormat(
             "raw/ on CUDA: workgroup size %d does not divide extent %d of dimension %d (the raw "
-            "kernels have no bounds check)", block_[d], extent, d));
+            "kernels have no bounds check)",
+            block_[d], extent, d));
       }
       grid_[d] = static_cast<unsigned>(extent / block_[d]);
     }

@@ -64,7 +64,8 @@ absl::Status find_opencl_device(const kad::DeviceInfo& info, cl_platform_id* pla
   }
   return absl::NotFoundError(absl::StrFormat(
       "raw/: the OpenCL ICD loader does not list %s (platform \"%s\"), so it cannot be called "
-      "directly", info.id, info.platform));
+      "directly",
+      info.id, info.platform));
 }
 
 class OpenClRawRunner final : public Runner {
@@ -85,8 +86,7 @@ class OpenClRawRunner final : public Runner {
       err = clGetPlatformIDs(1, &platform, nullptr);
       err |= clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 1, &device_, nullptr);
       if (err != CL_SUCCESS) return absl::UnavailableError("no OpenCL device");
-    } else if (absl::Status s = find_opencl_device(*device_info_, &platform, &device_);
-               !s.ok()) {
+    } else if (absl::Status s = find_opencl_device(*device_info_, &platform, &device_); !s.ok()) {
       return s;
     }
     context_ = clCreateContext(nullptr, 1, &device_, nullptr, nullptr, &err);
@@ -100,7 +100,8 @@ class OpenClRawRunner final : public Runner {
     const size_t bytes = static_cast<size_t>(w.items()) * w.element_bytes();
     layout_ = w.layout();
     for (char c : layout_)
-      if (c != 'S') mems_.push_back(clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err));
+      if (c != 'S')
+        mems_.push_back(clCreateBuffer(context_, CL_MEM_READ_WRITE, bytes, nullptr, &err));
     dims_ = static_cast<cl_uint>(w.shape.ndrange.size());
     for (cl_uint d = 0; d < dims_; ++d) global_[d] = static_cast<size_t>(w.shape.ndrange[d]);
     have_local_ = !w.shape.workgroup.empty();
@@ -116,9 +117,12 @@ class OpenClRawRunner final : public Runner {
     const double ad = 2.0;
     size_t m = 0;
     for (cl_uint i = 0; i < layout_.size(); ++i) {
-      if (layout_[i] != 'S') clSetKernelArg(kernel_, i, sizeof(cl_mem), &mems_[m++]);
-      else if (double_) clSetKernelArg(kernel_, i, sizeof(double), &ad);
-      else clSetKernelArg(kernel_, i, sizeof(float), &af);
+      if (layout_[i] != 'S')
+        clSetKernelArg(kernel_, i, sizeof(cl_mem), &mems_[m++]);
+      else if (double_)
+        clSetKernelArg(kernel_, i, sizeof(double), &ad);
+      else
+        clSetKernelArg(kernel_, i, sizeof(float), &af);
     }
     cl_event e;
     if (clEnqueueNDRangeKernel(queue_, kernel_, dims_, nullptr, global_,

@@ -12,11 +12,11 @@
 #include <memory>
 #include <span>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/device_limits.h"
 #include "core/kernel_signature.h"
 #include "core/launch_context.h"
@@ -32,18 +32,18 @@ class Kernel;
 class Queue;
 
 struct DeviceInfo {
-  std::string backend;             // "opencl", "cuda", ...
-  std::string id;                  // unique on this machine, stable across restarts
+  std::string backend;  // "opencl", "cuda", ...
+  std::string id;       // unique on this machine, stable across restarts
   std::string name;
   std::string vendor;
   std::string platform;
   std::string driver_version;
-  std::string toolchain_version;   // part of every specialisation key
+  std::string toolchain_version;  // part of every specialisation key
   bool is_cpu = false;
   // The device computes on host memory directly (PoCL, integrated GPUs): a
   // buffer can live in memory kad shares with a client (zero-copy).
   bool host_visible = false;
-  DeviceLimits limits;             // queried once, when the backend starts
+  DeviceLimits limits;                // queried once, when the backend starts
   std::vector<ModuleFormat> formats;  // what the device consumes
 };
 
@@ -71,8 +71,8 @@ struct CompileRequest {
   const KernelSignature& signature;
   const Specialization& spec;
   const SpecializationKey& key;  // names the result in the in-memory and on-disk caches
-  std::string source;   // OpenCL C modules: defines + prelude + user source
-  std::string options;  // the kernel's build options and the backend's compiler_options
+  std::string source;            // OpenCL C modules: defines + prelude + user source
+  std::string options;           // the kernel's build options and the backend's compiler_options
 };
 
 // An in-order queue on one device. Commands run in submission order; waiting

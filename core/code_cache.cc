@@ -22,8 +22,8 @@ constexpr absl::string_view kMagic = "kad-code-cache 1\n";
 
 // Header: magic, "<key bytes> <payload bytes> <payload sha256>\n", key, payload.
 std::string encode(absl::string_view key, absl::string_view payload) {
-  return absl::StrCat(kMagic, key.size(), " ", payload.size(), " ", sha256_hex(payload), "\n",
-                      key, payload);
+  return absl::StrCat(kMagic, key.size(), " ", payload.size(), " ", sha256_hex(payload), "\n", key,
+                      payload);
 }
 
 // The payload of a well-formed entry for `key`, else nullopt.
@@ -54,8 +54,10 @@ std::string default_folder() {
     const absl::string_view d = dir;
     return d == "off" ? std::string() : std::string(d);
   }
-  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg) return absl::StrCat(xdg, "/kad");
-  if (const char* home = std::getenv("HOME"); home && *home) return absl::StrCat(home, "/.cache/kad");
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return absl::StrCat(xdg, "/kad");
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return absl::StrCat(home, "/.cache/kad");
   return {};
 }
 
@@ -107,8 +109,7 @@ void CodeCache::store(absl::string_view key, absl::string_view payload) {
   std::error_code ec;
   fs::create_directories(folder_, ec);
   const std::string path = path_for(key);
-  const std::string temporary =
-      absl::StrCat(path, ".tmp.", getpid(), ".", std::random_device{}());
+  const std::string temporary = absl::StrCat(path, ".tmp.", getpid(), ".", std::random_device{}());
   {
     std::ofstream out(temporary, std::ios::binary | std::ios::trunc);
     const std::string file = encode(key, payload);

@@ -11,7 +11,7 @@ namespace kad {
 inline constexpr uint64_t kUnlimited = std::numeric_limits<int64_t>::max();
 
 struct DeviceLimits {
-  uint64_t max_workgroup_size = 1;                 // work-items in one workgroup
+  uint64_t max_workgroup_size = 1;                      // work-items in one workgroup
   std::array<uint64_t, 3> max_workgroup_dims{1, 1, 1};  // work-items per dimension
   std::array<uint64_t, 3> max_groups{kUnlimited, kUnlimited, kUnlimited};  // groups per dimension
   uint64_t compute_units = 1;

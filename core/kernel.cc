@@ -1,10 +1,9 @@
 #include "core/kernel.h"
 
-#include "core/kernel_lowering.h"
-#include "core/partition.h"
-
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "core/kernel_lowering.h"
+#include "core/partition.h"
 
 namespace kad {
 namespace {
@@ -27,15 +26,15 @@ absl::StatusOr<std::unique_ptr<Kernel>> Kernel::create(std::shared_ptr<const Mod
   }
   if (sig.args.size() > kMaxKernelArgs) {
     return absl::InvalidArgumentError(
-        absl::StrFormat("kernel `%s` declares %d arguments, more than the maximum of %d",
-                        sig.entry, sig.args.size(), kMaxKernelArgs));
+        absl::StrFormat("kernel `%s` declares %d arguments, more than the maximum of %d", sig.entry,
+                        sig.args.size(), kMaxKernelArgs));
   }
   for (size_t i = 0; i < sig.args.size(); ++i) {
     const ArgSpec& a = sig.args[i];
     if ((a.kind == ArgKind::kScalar) != (a.scalar != ScalarType::kNone)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "kernel `%s`: argument %d is a %s but names scalar type %s", sig.entry, i,
-          arg_kind_name(a.kind), scalar_type_name(a.scalar)));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("kernel `%s`: argument %d is a %s but names scalar type %s", sig.entry, i,
+                          arg_kind_name(a.kind), scalar_type_name(a.scalar)));
     }
   }
   // Static sizes must partition; the launch re-checks nothing of them.
@@ -80,7 +79,10 @@ absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Spe
   absl::StatusOr<CompiledKernel*> result =
       cache.get_or_compile(key, [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
         *compiled = true;
-        CompileRequest request{*module_, signature_, spec, key,
+        CompileRequest request{*module_,
+                               signature_,
+                               spec,
+                               key,
                                module_->format() == ModuleFormat::kOpenClC
                                    ? specialised_source(spec, module_->bytes())
                                    : std::string(),
@@ -111,14 +113,13 @@ absl::Status validate_args(const KernelSignature& sig, std::span<const KernelArg
     const ArgSpec& want = sig.args[i];
     const KernelArg& got = args[i];
     const bool got_buffer = got.kind == ArgKind::kBuffer || got.kind == ArgKind::kConstBuffer;
-    const bool want_buffer =
-        want.kind == ArgKind::kBuffer || want.kind == ArgKind::kConstBuffer;
+    const bool want_buffer = want.kind == ArgKind::kBuffer || want.kind == ArgKind::kConstBuffer;
     const bool kind_ok = want_buffer ? got_buffer : got.kind == want.kind;
     if (!kind_ok || (want.kind == ArgKind::kScalar && got.scalar != want.scalar)) {
       ArgSpec given{got.kind, got.scalar};
       return absl::InvalidArgumentError(
-          absl::StrFormat("kernel `%s`: argument %d must be a %s, the launch gave a %s",
-                          sig.entry, i, to_string(want), to_string(given)));
+          absl::StrFormat("kernel `%s`: argument %d must be a %s, the launch gave a %s", sig.entry,
+                          i, to_string(want), to_string(given)));
     }
     if (want_buffer) {
       if (got.buffer == nullptr) {
@@ -127,8 +128,8 @@ absl::Status validate_args(const KernelSignature& sig, std::span<const KernelArg
       }
       if (&got.buffer->device() != &device) {
         return absl::InvalidArgumentError(absl::StrFormat(
-            "kernel `%s`: argument %d is a buffer on device %s, the launch runs on %s",
-            sig.entry, i, got.buffer->device().info().id, device.info().id));
+            "kernel `%s`: argument %d is a buffer on device %s, the launch runs on %s", sig.entry,
+            i, got.buffer->device().info().id, device.info().id));
       }
     }
     if (want.kind == ArgKind::kLocal) {
@@ -140,9 +141,9 @@ absl::Status validate_args(const KernelSignature& sig, std::span<const KernelArg
     }
   }
   if (local_total > device.info().limits.local_memory_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel `%s`: %d bytes of local memory requested, the device has %d", sig.entry,
-        local_total, device.info().limits.local_memory_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kernel `%s`: %d bytes of local memory requested, the device has %d",
+                        sig.entry, local_total, device.info().limits.local_memory_bytes));
   }
   // A const buffer is `restrict`: no written argument may alias it.
   for (size_t i = 0; i < args.size(); ++i) {

@@ -30,8 +30,7 @@ class KernelCache {
 
   // Returns the entry for `key`, compiling it with `compile` on a miss.
   // Compiles run under the cache's lock, so one key is never compiled twice.
-  absl::StatusOr<CompiledKernel*> get_or_compile(const SpecializationKey& key,
-                                                 CompileFn compile);
+  absl::StatusOr<CompiledKernel*> get_or_compile(const SpecializationKey& key, CompileFn compile);
   // A hit served without a map lookup (a Kernel's own table of entries).
   void record_hit() { hits_.fetch_add(1, std::memory_order_relaxed); }
 

@@ -23,10 +23,13 @@ namespace {
 // in, see Toolchain::lower_ir.)
 bool is_native(ModuleFormat format, CodeTarget target) {
   switch (target) {
-    case CodeTarget::kPtx: return format == ModuleFormat::kPtx || format == ModuleFormat::kCubin;
-    case CodeTarget::kAmdgcn: return format == ModuleFormat::kAmdgcnCodeObject;
+    case CodeTarget::kPtx:
+      return format == ModuleFormat::kPtx || format == ModuleFormat::kCubin;
+    case CodeTarget::kAmdgcn:
+      return format == ModuleFormat::kAmdgcnCodeObject;
     case CodeTarget::kSpirv:
-    case CodeTarget::kSpir: return false;
+    case CodeTarget::kSpir:
+      return false;
   }
   return false;
 }
@@ -48,14 +51,18 @@ absl::StatusOr<std::vector<LoweringTarget>> parse_lowering_targets(absl::string_
     const std::pair<absl::string_view, absl::string_view> parts = absl::StrSplit(item, ':');
     LoweringTarget t;
     t.cpu = std::string(parts.second);
-    if (parts.first == "ptx") t.target = CodeTarget::kPtx;
-    else if (parts.first == "spirv") t.target = CodeTarget::kSpirv;
-    else if (parts.first == "amdgcn") t.target = CodeTarget::kAmdgcn;
-    else if (parts.first == "spir") t.target = CodeTarget::kSpir;
+    if (parts.first == "ptx")
+      t.target = CodeTarget::kPtx;
+    else if (parts.first == "spirv")
+      t.target = CodeTarget::kSpirv;
+    else if (parts.first == "amdgcn")
+      t.target = CodeTarget::kAmdgcn;
+    else if (parts.first == "spir")
+      t.target = CodeTarget::kSpir;
     else {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "unknown code target `%s` in `%s` (ptx:<sm>, spirv, amdgcn:<gfx>, spir)", parts.first,
-          list));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("unknown code target `%s` in `%s` (ptx:<sm>, spirv, amdgcn:<gfx>, spir)",
+                          parts.first, list));
     }
     if ((t.target == CodeTarget::kPtx || t.target == CodeTarget::kAmdgcn) && t.cpu.empty()) {
       return absl::InvalidArgumentError(
@@ -127,14 +134,14 @@ std::string KernelLowering::code_key(const CompileRequest& request, CodeTarget t
   return key.canonical();
 }
 
-absl::StatusOr<std::string> KernelLowering::lower(const CompileRequest& request,
-                                                  CodeTarget target, absl::string_view cpu) {
+absl::StatusOr<std::string> KernelLowering::lower(const CompileRequest& request, CodeTarget target,
+                                                  absl::string_view cpu) {
   const ModuleFormat format = request.module.format();
   if (is_native(format, target)) return request.module.bytes();
   if (is_device_code(format)) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel `%s`: a %s module cannot run on a device that consumes %s",
-        request.signature.entry, module_format_name(format), code_target_name(target)));
+        "kernel `%s`: a %s module cannot run on a device that consumes %s", request.signature.entry,
+        module_format_name(format), code_target_name(target)));
   }
   const std::string key = code_key(request, target, cpu);
   if (std::optional<std::string> cached = cache_->load(key)) return *std::move(cached);
@@ -147,7 +154,7 @@ absl::StatusOr<std::string> KernelLowering::lower(const CompileRequest& request,
 int KernelLowering::prelower(const CompileRequest& request) {
   SpecializationKey key = request.key;
   key.compiler_options = request.signature.build_options;
-  const CompileRequest neutral{request.module, request.signature, request.spec, key,
+  const CompileRequest neutral{request.module, request.signature,   request.spec, key,
                                request.source, key.compiler_options};
   int done = 0;
   for (const LoweringTarget& t : prelower_) done += lower(neutral, t.target, t.cpu).ok() ? 1 : 0;

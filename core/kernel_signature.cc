@@ -4,39 +4,67 @@ namespace kad {
 
 absl::string_view scalar_type_name(ScalarType type) {
   switch (type) {
-    case ScalarType::kNone: return "none";
-    case ScalarType::kI8: return "char";
-    case ScalarType::kU8: return "uchar";
-    case ScalarType::kI16: return "short";
-    case ScalarType::kU16: return "ushort";
-    case ScalarType::kI32: return "int";
-    case ScalarType::kU32: return "uint";
-    case ScalarType::kI64: return "long";
-    case ScalarType::kU64: return "ulong";
-    case ScalarType::kF16: return "half";
-    case ScalarType::kF32: return "float";
-    case ScalarType::kF64: return "double";
+    case ScalarType::kNone:
+      return "none";
+    case ScalarType::kI8:
+      return "char";
+    case ScalarType::kU8:
+      return "uchar";
+    case ScalarType::kI16:
+      return "short";
+    case ScalarType::kU16:
+      return "ushort";
+    case ScalarType::kI32:
+      return "int";
+    case ScalarType::kU32:
+      return "uint";
+    case ScalarType::kI64:
+      return "long";
+    case ScalarType::kU64:
+      return "ulong";
+    case ScalarType::kF16:
+      return "half";
+    case ScalarType::kF32:
+      return "float";
+    case ScalarType::kF64:
+      return "double";
   }
   return "unknown";
 }
 
 size_t scalar_type_size(ScalarType type) {
   switch (type) {
-    case ScalarType::kNone: return 0;
-    case ScalarType::kI8: case ScalarType::kU8: return 1;
-    case ScalarType::kI16: case ScalarType::kU16: case ScalarType::kF16: return 2;
-    case ScalarType::kI32: case ScalarType::kU32: case ScalarType::kF32: return 4;
-    case ScalarType::kI64: case ScalarType::kU64: case ScalarType::kF64: return 8;
+    case ScalarType::kNone:
+      return 0;
+    case ScalarType::kI8:
+    case ScalarType::kU8:
+      return 1;
+    case ScalarType::kI16:
+    case ScalarType::kU16:
+    case ScalarType::kF16:
+      return 2;
+    case ScalarType::kI32:
+    case ScalarType::kU32:
+    case ScalarType::kF32:
+      return 4;
+    case ScalarType::kI64:
+    case ScalarType::kU64:
+    case ScalarType::kF64:
+      return 8;
   }
   return 0;
 }
 
 absl::string_view arg_kind_name(ArgKind kind) {
   switch (kind) {
-    case ArgKind::kBuffer: return "buffer";
-    case ArgKind::kConstBuffer: return "const buffer";
-    case ArgKind::kScalar: return "scalar";
-    case ArgKind::kLocal: return "local memory";
+    case ArgKind::kBuffer:
+      return "buffer";
+    case ArgKind::kConstBuffer:
+      return "const buffer";
+    case ArgKind::kScalar:
+      return "scalar";
+    case ArgKind::kLocal:
+      return "local memory";
   }
   return "unknown";
 }

@@ -6,15 +6,26 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "core/dims.h"
 
 namespace kad {
 
 enum class ScalarType : uint8_t {
-  kNone, kI8, kU8, kI16, kU16, kI32, kU32, kI64, kU64, kF16, kF32, kF64,
+  kNone,
+  kI8,
+  kU8,
+  kI16,
+  kU16,
+  kI32,
+  kU32,
+  kI64,
+  kU64,
+  kF16,
+  kF32,
+  kF64,
 };
 
 // The OpenCL C spelling ("float", "ulong", "half").

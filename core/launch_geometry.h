@@ -4,9 +4,9 @@
 
 #include <array>
 #include <cstdint>
-#include "absl/strings/string_view.h"
 
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "core/device_limits.h"
 #include "core/partition.h"
 #include "core/select_launch.h"

@@ -19,18 +19,30 @@ class Buffer;
 // ids increase with submission. 0 names nothing pending: already complete.
 using EventId = uint64_t;
 
-template <typename T> constexpr ScalarType scalar_type_of() {
-  if constexpr (std::is_same_v<T, int8_t>) return ScalarType::kI8;
-  else if constexpr (std::is_same_v<T, uint8_t>) return ScalarType::kU8;
-  else if constexpr (std::is_same_v<T, int16_t>) return ScalarType::kI16;
-  else if constexpr (std::is_same_v<T, uint16_t>) return ScalarType::kU16;
-  else if constexpr (std::is_same_v<T, int32_t>) return ScalarType::kI32;
-  else if constexpr (std::is_same_v<T, uint32_t>) return ScalarType::kU32;
-  else if constexpr (std::is_same_v<T, int64_t>) return ScalarType::kI64;
-  else if constexpr (std::is_same_v<T, uint64_t>) return ScalarType::kU64;
-  else if constexpr (std::is_same_v<T, float>) return ScalarType::kF32;
-  else if constexpr (std::is_same_v<T, double>) return ScalarType::kF64;
-  else static_assert(sizeof(T) == 0, "not a kernel scalar type");
+template <typename T>
+constexpr ScalarType scalar_type_of() {
+  if constexpr (std::is_same_v<T, int8_t>)
+    return ScalarType::kI8;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return ScalarType::kU8;
+  else if constexpr (std::is_same_v<T, int16_t>)
+    return ScalarType::kI16;
+  else if constexpr (std::is_same_v<T, uint16_t>)
+    return ScalarType::kU16;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return ScalarType::kI32;
+  else if constexpr (std::is_same_v<T, uint32_t>)
+    return ScalarType::kU32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return ScalarType::kI64;
+  else if constexpr (std::is_same_v<T, uint64_t>)
+    return ScalarType::kU64;
+  else if constexpr (std::is_same_v<T, float>)
+    return ScalarType::kF32;
+  else if constexpr (std::is_same_v<T, double>)
+    return ScalarType::kF64;
+  else
+    static_assert(sizeof(T) == 0, "not a kernel scalar type");
 }
 
 // One kernel argument, copied by value.
@@ -48,7 +60,8 @@ struct KernelArg {
     a.buffer = &b;
     return a;
   }
-  template <typename T> static KernelArg of_scalar(T value) {
+  template <typename T>
+  static KernelArg of_scalar(T value) {
     KernelArg a;
     a.kind = ArgKind::kScalar;
     a.scalar = scalar_type_of<T>();
@@ -78,11 +91,11 @@ struct LaunchRequest {
 
 struct LaunchResult {
   EventId event = 0;
-  bool empty = false;        // an extent was 0: nothing compiled or launched
-  LaunchChoice choice;       // meaningful when !empty
-  Dims workgroup;            // the workgroup size used (tuned or given)
-  Dims groups;               // blocks per dimension
-  bool compiled = false;     // this launch compiled the kernel (a cache miss)
+  bool empty = false;     // an extent was 0: nothing compiled or launched
+  LaunchChoice choice;    // meaningful when !empty
+  Dims workgroup;         // the workgroup size used (tuned or given)
+  Dims groups;            // blocks per dimension
+  bool compiled = false;  // this launch compiled the kernel (a cache miss)
 };
 
 }  // namespace kad

@@ -8,9 +8,9 @@ namespace {
 
 absl::Status check_ndrange(absl::string_view kernel, const NdRange& range) {
   if (range.offsets.rank != range.extents.rank) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel `%s`: ndrange %s has %d dimensions but %d offsets", kernel,
-        to_string(range.extents), range.extents.rank, range.offsets.rank));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kernel `%s`: ndrange %s has %d dimensions but %d offsets", kernel,
+                        to_string(range.extents), range.extents.rank, range.offsets.rank));
   }
   for (int d = 0; d < range.rank(); ++d) {
     if (range.extents[d] < 0) {
@@ -20,9 +20,9 @@ absl::Status check_ndrange(absl::string_view kernel, const NdRange& range) {
     }
     int64_t last;
     if (__builtin_add_overflow(range.offsets[d], range.extents[d], &last)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "kernel `%s`: ndrange offset %d plus extent %d overflows in dimension %d", kernel,
-          range.offsets[d], range.extents[d], d));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("kernel `%s`: ndrange offset %d plus extent %d overflows in dimension %d",
+                          kernel, range.offsets[d], range.extents[d], d));
     }
   }
   return absl::OkStatus();

@@ -2,18 +2,17 @@
 // workgroup size into blocks, checked against the kernel's static sizes.
 #pragma once
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "core/dims.h"
 #include "core/kernel_signature.h"
 
 namespace kad {
 
 struct Partition {
-  NdRange ndrange;        // the iteration space: the static one or the launch's
-  Dims workgroup;         // padded with 1s to the ndrange's rank; a 0 became 1
-  Dims blocks;            // ceil(extent / workgroup) per dimension; 0 where the extent is 0
+  NdRange ndrange;              // the iteration space: the static one or the launch's
+  Dims workgroup;               // padded with 1s to the ndrange's rank; a 0 became 1
+  Dims blocks;                  // ceil(extent / workgroup) per dimension; 0 where the extent is 0
   bool dynamic_check = false;   // some extent is not a multiple of its workgroup size
   bool tune_workgroup = false;  // `workgroup` is preliminary: dynamic and not given
   bool static_blocks = false;   // ndrange and workgroup are both static

@@ -22,9 +22,9 @@ absl::StatusOr<uint8_t> index_bits_for(absl::string_view kernel, const Dims& ext
   if (extents.any_zero()) return uint8_t{32};
   int64_t total;
   if (padded_overflowed || !checked_product(padded, &total)) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel `%s`: iteration space %s has more than 2^63-1 work-items", kernel,
-        to_string(extents)));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kernel `%s`: iteration space %s has more than 2^63-1 work-items", kernel,
+                        to_string(extents)));
   }
   return static_cast<uint8_t>(total <= kInt32Max ? 32 : 64);
 }
@@ -66,8 +66,7 @@ absl::StatusOr<LaunchChoice> select_launch(absl::string_view kernel, const Dims&
   if (workgroup == nullptr) {
     // Any tuned workgroup has blocks <= extent, so the grid fits the device's
     // group limits whenever every extent does.
-    for (int d = 0; d < extents.rank && nd; ++d)
-      nd = extents[d] <= limit_of(limits.max_groups, d);
+    for (int d = 0; d < extents.rank && nd; ++d) nd = extents[d] <= limit_of(limits.max_groups, d);
     padded = padded_bound(extents, limits, !nd);
   } else {
     padded = Dims::filled(extents.rank, 0);

@@ -56,9 +56,9 @@ std::optional<std::array<uint64_t, 3>> static_hardware_workgroup(const Specializ
 }
 
 std::string specialization_defines(const Specialization& s) {
-  std::string out = absl::StrFormat(
-      "#define KAD_RANK %d\n#define KAD_LINEAR %d\n#define KAD_INDEX_BITS %d\n", s.choice.rank,
-      s.choice.linear ? 1 : 0, s.choice.index_bits);
+  std::string out =
+      absl::StrFormat("#define KAD_RANK %d\n#define KAD_LINEAR %d\n#define KAD_INDEX_BITS %d\n",
+                      s.choice.rank, s.choice.linear ? 1 : 0, s.choice.index_bits);
   absl::StrAppend(&out, "#define KAD_STATIC_NDRANGE ", s.static_ndrange ? 1 : 0, "\n");
   if (s.static_ndrange) {
     absl::StrAppend(&out, "#define KAD_STATIC_EXTENTS ", padded_list(s.static_ndrange->extents, 1),
@@ -85,16 +85,16 @@ std::string specialised_source(const Specialization& spec, absl::string_view use
 
 std::string SpecializationKey::canonical() const {
   const Specialization& s = spec;
-  return absl::StrCat(
-      "module ", module_digest, "\nentry ", entry, "\ndevice ", device_id, "\nchoice ",
-      to_string(s.choice), "\nstatic-ndrange ",
-      s.static_ndrange ? absl::StrCat(to_string(s.static_ndrange->extents), "@",
-                                      to_string(s.static_ndrange->offsets))
-                       : "dynamic",
-      "\nstatic-workgroup ", s.static_workgroup ? to_string(*s.static_workgroup) : "dynamic",
-      "\nstatic-blocks ", s.static_blocks ? to_string(*s.static_blocks) : "dynamic",
-      "\ncheck-bounds ", s.check_bounds ? 1 : 0, "\noptions ", compiler_options, "\ntoolchain ",
-      toolchain_version, "\nprelude ", prelude_digest(), "\n");
+  return absl::StrCat("module ", module_digest, "\nentry ", entry, "\ndevice ", device_id,
+                      "\nchoice ", to_string(s.choice), "\nstatic-ndrange ",
+                      s.static_ndrange ? absl::StrCat(to_string(s.static_ndrange->extents), "@",
+                                                      to_string(s.static_ndrange->offsets))
+                                       : "dynamic",
+                      "\nstatic-workgroup ",
+                      s.static_workgroup ? to_string(*s.static_workgroup) : "dynamic",
+                      "\nstatic-blocks ", s.static_blocks ? to_string(*s.static_blocks) : "dynamic",
+                      "\ncheck-bounds ", s.check_bounds ? 1 : 0, "\noptions ", compiler_options,
+                      "\ntoolchain ", toolchain_version, "\nprelude ", prelude_digest(), "\n");
 }
 
 }  // namespace kad

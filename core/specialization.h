@@ -6,8 +6,8 @@
 #include <cstdint>
 #include <optional>
 #include <string>
-#include "absl/strings/string_view.h"
 
+#include "absl/strings/string_view.h"
 #include "core/dims.h"
 #include "core/kernel_signature.h"
 #include "core/partition.h"

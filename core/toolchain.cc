@@ -15,11 +15,11 @@
 #include <sstream>
 #include <thread>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
-#include "absl/strings/match.h"
 #include "core/specialization.h"
 
 namespace kad {
@@ -59,13 +59,13 @@ absl::Status run_steps(const std::vector<std::vector<std::string>>& steps,
     if (!run.ok()) return run.status();
     if (run->signal != 0) {
       return absl::InternalError(absl::StrFormat("%s crashed (signal %d) %s:\n%s",
-                                                 fs::path(step[0]).filename().string(),
-                                                 run->signal, what, run->output));
+                                                 fs::path(step[0]).filename().string(), run->signal,
+                                                 what, run->output));
     }
     if (run->exit_code != 0) {
       return absl::InvalidArgumentError(absl::StrFormat("%s failed %s (exit %d):\n%s",
-                                                        fs::path(step[0]).filename().string(),
-                                                        what, run->exit_code, run->output));
+                                                        fs::path(step[0]).filename().string(), what,
+                                                        run->exit_code, run->output));
     }
   }
   return absl::OkStatus();
@@ -75,10 +75,14 @@ absl::Status run_steps(const std::vector<std::vector<std::string>>& steps,
 
 absl::string_view code_target_name(CodeTarget target) {
   switch (target) {
-    case CodeTarget::kPtx: return "PTX";
-    case CodeTarget::kSpirv: return "SPIR-V";
-    case CodeTarget::kAmdgcn: return "AMDGCN code object";
-    case CodeTarget::kSpir: return "SPIR bitcode";
+    case CodeTarget::kPtx:
+      return "PTX";
+    case CodeTarget::kSpirv:
+      return "SPIR-V";
+    case CodeTarget::kAmdgcn:
+      return "AMDGCN code object";
+    case CodeTarget::kSpir:
+      return "SPIR bitcode";
   }
   return "unknown";
 }
@@ -117,8 +121,7 @@ absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
     if (ready > 0) {
       const ssize_t n = read(out[0], buffer, sizeof(buffer));
       if (n > 0) {
-        if (run.output.size() < kMaxToolOutput)
-          run.output.append(buffer, static_cast<size_t>(n));
+        if (run.output.size() < kMaxToolOutput) run.output.append(buffer, static_cast<size_t>(n));
         continue;
       }
       if (n == 0) break;  // the tool closed its output: it is ending
@@ -140,8 +143,8 @@ absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   if (timed_out) {
-    return absl::DeadlineExceededError(absl::StrFormat(
-        "%s did not finish within %d s and was stopped", argv[0], limits.seconds));
+    return absl::DeadlineExceededError(
+        absl::StrFormat("%s did not finish within %d s and was stopped", argv[0], limits.seconds));
   }
   if (WIFSIGNALED(status)) {
     run.signal = WTERMSIG(status);
@@ -150,8 +153,8 @@ absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
           "%s wrote more than the limit of %d bytes", argv[0], limits.output_bytes));
     }
     if (run.signal == SIGXCPU) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "%s used more than %d s of CPU time", argv[0], limits.seconds));
+      return absl::DeadlineExceededError(
+          absl::StrFormat("%s used more than %d s of CPU time", argv[0], limits.seconds));
     }
   } else {
     run.exit_code = WEXITSTATUS(status);
@@ -169,7 +172,8 @@ absl::StatusOr<Toolchain> Toolchain::find() {
   t.llvm_nm_ = t.bin_ + "/llvm-nm";
   t.opt_ = t.bin_ + "/opt";
   t.lld_ = t.bin_ + "/ld.lld";
-  t.llvm_spirv_ = fs::exists(t.bin_ + "/llvm-spirv") ? t.bin_ + "/llvm-spirv" : "/usr/bin/llvm-spirv-15";
+  t.llvm_spirv_ =
+      fs::exists(t.bin_ + "/llvm-spirv") ? t.bin_ + "/llvm-spirv" : "/usr/bin/llvm-spirv-15";
   t.libclc_ = "/usr/lib/clc";
   for (const std::string& tool :
        {t.clang_, t.llvm_link_, t.llc_, t.lld_, t.llvm_spirv_, t.llvm_nm_, t.opt_}) {
@@ -199,8 +203,9 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
   const std::string optimised = (dir.path / "optimised.bc").string();
   const std::string result = (dir.path / "kernel.out").string();
 
-  std::vector<std::string> front = {clang_, "-x", "cl", "-cl-std=CL1.2", "-Xclang",
-                                    "-finclude-default-header", "-O3", "-emit-llvm", "-c"};
+  std::vector<std::string> front = {clang_,          "-x",         "cl",
+                                    "-cl-std=CL1.2", "-Xclang",    "-finclude-default-header",
+                                    "-O3",           "-emit-llvm", "-c"};
   std::vector<std::vector<std::string>> steps;
   switch (target) {
     case CodeTarget::kPtx:
@@ -210,8 +215,8 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
       // Once more after linking: libclc's built-ins (get_local_id, vload_half)
       // are inlined and folded into the kernel instead of staying calls.
       steps.push_back({opt_, "-O3", linked, "-o", optimised});
-      steps.push_back({llc_, "-march=nvptx64", absl::StrCat("-mcpu=", cpu), "-O3", optimised,
-                       "-o", result});
+      steps.push_back(
+          {llc_, "-march=nvptx64", absl::StrCat("-mcpu=", cpu), "-O3", optimised, "-o", result});
       break;
     case CodeTarget::kSpirv:
       // llvm-spirv 15 cannot translate what LLVM's optimiser emits (`freeze`);
@@ -225,8 +230,8 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
       steps.push_back({llvm_link_, "--only-needed", "--suppress-warnings", bc,
                        libclc_ + "/amdgcn--amdhsa.bc", "-o", linked});
       steps.push_back({opt_, "-O3", linked, "-o", optimised});  // as for PTX
-      steps.push_back({llc_, "-march=amdgcn", absl::StrCat("-mcpu=", cpu), "-O3",
-                       "-filetype=obj", optimised, "-o", result + ".o"});
+      steps.push_back({llc_, "-march=amdgcn", absl::StrCat("-mcpu=", cpu), "-O3", "-filetype=obj",
+                       optimised, "-o", result + ".o"});
       steps.push_back({lld_, "-shared", result + ".o", "-o", result});
       break;
     case CodeTarget::kSpir:
@@ -272,12 +277,11 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
         "a %s module cannot be lowered to %s yet: the module is spir64 IR, and no tool of kad's "
         "toolchain (LLVM 15) retargets it soundly (SPIR's address spaces differ from %s's: "
         "constant is 2 in SPIR and 4 there%s); submit the kernel as OpenCL C for this device",
-        format_name, code_target_name(target),
-        target == CodeTarget::kPtx ? "NVPTX" : "AMDGPU",
+        format_name, code_target_name(target), target == CodeTarget::kPtx ? "NVPTX" : "AMDGPU",
         target == CodeTarget::kAmdgcn ? ", private is 0 in SPIR and 5 there" : ""));
   }
-  const std::string what = absl::StrFormat("lowering a %s module to %s", format_name,
-                                           code_target_name(target));
+  const std::string what =
+      absl::StrFormat("lowering a %s module to %s", format_name, code_target_name(target));
 
   WorkDir dir;
   if (dir.path.empty()) return absl::InternalError("toolchain: no temporary folder");
@@ -306,9 +310,9 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
   absl::StatusOr<ToolRun> symbols = run_limited({llvm_nm_, bc}, limits);
   if (!symbols.ok()) return symbols.status();
   if (symbols->exit_code != 0 || symbols->signal != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s module is not readable LLVM IR (llvm-nm exit %d, signal %d):\n%s", format_name,
-        symbols->exit_code, symbols->signal, symbols->output));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s module is not readable LLVM IR (llvm-nm exit %d, signal %d):\n%s",
+                        format_name, symbols->exit_code, symbols->signal, symbols->output));
   }
   bool marked = false;
   for (absl::string_view line : absl::StrSplit(symbols->output, '\n')) {
@@ -329,13 +333,13 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
   absl::StatusOr<ToolRun> link = run_limited({llvm_link_, bc, spec_bc, "-o", linked}, limits);
   if (!link.ok()) return link.status();
   if (link->exit_code != 0 || link->signal != 0) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "llvm-link failed %s (exit %d, signal %d):\n%s", what, link->exit_code, link->signal,
-        link->output));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("llvm-link failed %s (exit %d, signal %d):\n%s", what, link->exit_code,
+                        link->signal, link->output));
   }
   if (absl::StrContains(link->output, "different target triples")) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "%s module is not spir64 IR, %s:\n%s", format_name, what, link->output));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s module is not spir64 IR, %s:\n%s", format_name, what, link->output));
   }
   // SPIR bitcode: optimised here, so that the specialisation is inlined and
   // folded in what kad hands over (PoCL optimises what it gets as well).

@@ -25,9 +25,9 @@ enum class CodeTarget { kPtx, kSpirv, kAmdgcn, kSpir };
 absl::string_view code_target_name(CodeTarget target);
 
 struct ToolchainLimits {
-  int64_t seconds = 120;                       // wall clock, per tool
-  uint64_t memory_bytes = uint64_t{8} << 30;   // address space, per tool
-  uint64_t output_bytes = uint64_t{256} << 20; // largest file a tool may write
+  int64_t seconds = 120;                        // wall clock, per tool
+  uint64_t memory_bytes = uint64_t{8} << 30;    // address space, per tool
+  uint64_t output_bytes = uint64_t{256} << 20;  // largest file a tool may write
 };
 
 // One tool run: how it ended and what it printed (stdout and stderr, capped).
@@ -72,8 +72,8 @@ class Toolchain {
   // kSpir returns the linked bitcode optimised by opt -O2 (SPIR 1.2, for
   // cl_khr_spir: the specialisation is folded in it); kSpirv the linked
   // bitcode translated by llvm-spirv, unoptimised (llvm-spirv 15 cannot take
-  // `freeze`), for the consuming driver to optimise. kPtx and kAmdgcn are UNIMPLEMENTED (SPIR's address spaces would have
-  // to be rewritten). A module not built against the linked prelude, not
+  // `freeze`), for the consuming driver to optimise. kPtx and kAmdgcn are UNIMPLEMENTED (SPIR's
+  // address spaces would have to be rewritten). A module not built against the linked prelude, not
   // readable or not spir64 is INVALID_ARGUMENT. `options` are the consuming
   // driver's, and `cpu` is unused for SPIR targets.
   absl::StatusOr<std::string> lower_ir(CodeTarget target, ModuleFormat format,

@@ -1,10 +1,10 @@
 #include "server/config.h"
 
+#include <toml++/toml.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdlib>
-#include <toml++/toml.h>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -53,9 +53,9 @@ ParseOutcome parse_config(int argc, char** argv) {
   std::vector<std::string> listen;
   app.add_option("--config", config_file, "TOML file with the same settings as these flags")
       ->check(CLI::ExistingFile);
-  app.add_option("--listen", listen,
-                 "unix:PATH or tcp://HOST:PORT; repeatable (default unix:" +
-                     default_socket_path() + ")");
+  app.add_option(
+      "--listen", listen,
+      "unix:PATH or tcp://HOST:PORT; repeatable (default unix:" + default_socket_path() + ")");
   app.add_option("--max-message-bytes", c.max_message_bytes, "largest gRPC message accepted");
   app.add_option("--max-sessions", c.limits.max_sessions, "sessions served at once");
   app.add_option("--session-memory-quota", c.limits.max_buffer_bytes_per_session,
@@ -118,8 +118,8 @@ ParseOutcome parse_config(int argc, char** argv) {
     } catch (const toml::parse_error& e) {
       out.exit = true;
       out.exit_code = 2;
-      out.message = absl::StrCat("kad: ", config_file, ": ", std::string(e.description()), " at line ",
-                                 e.source().begin.line);
+      out.message = absl::StrCat("kad: ", config_file, ": ", std::string(e.description()),
+                                 " at line ", e.source().begin.line);
       return out;
     }
   }

@@ -20,9 +20,9 @@ struct Config {
   bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
   std::string ready_file;           // written with the bound URIs once serving
   std::string log_level = "info";
-  bool shared_memory = true;            // offer shared-memory channels on UNIX sockets
-  int64_t shm_stall_timeout_ms = 10000; // end a channel whose client reads no completion
-  bool cuda_prefer_blocks = false;      // CUDA tuning prefers more blocks to more threads
+  bool shared_memory = true;             // offer shared-memory channels on UNIX sockets
+  int64_t shm_stall_timeout_ms = 10000;  // end a channel whose client reads no completion
+  bool cuda_prefer_blocks = false;       // CUDA tuning prefers more blocks to more threads
   // Lowered GPU code on disk (DESIGN §5). Unset: KAD_CACHE_DIR, else
   // $XDG_CACHE_HOME/kad, else ~/.cache/kad; "off" keeps it in memory only.
   std::optional<std::string> cache_dir;

@@ -1,11 +1,11 @@
 #include "server/engine.h"
 
-#include <algorithm>
-#include <array>
-
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <array>
 
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
@@ -120,8 +120,8 @@ absl::StatusOr<Device*> Engine::device_for(absl::string_view id) const {
 absl::Status Engine::check_object_quota(Session& s) {
   const size_t objects = s.buffers.size() + s.modules.size() + s.kernels.size() + s.queues.size();
   if (objects >= limits_.max_objects_per_session) {
-    return absl::ResourceExhaustedError(absl::StrFormat(
-        "session holds %d objects, its maximum", limits_.max_objects_per_session));
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("session holds %d objects, its maximum", limits_.max_objects_per_session));
   }
   return absl::OkStatus();
 }
@@ -183,9 +183,9 @@ absl::StatusOr<Engine::MappedBuffer> Engine::map_buffer(Session& s, uint64_t buf
     return absl::NotFoundError(absl::StrFormat("session has no buffer %d", buffer));
   }
   if (!it->second.host) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "buffer %d lives in device memory of %s: copy it instead of mapping it", buffer,
-        it->second.device->info().id));
+    return absl::FailedPreconditionError(
+        absl::StrFormat("buffer %d lives in device memory of %s: copy it instead of mapping it",
+                        buffer, it->second.device->info().id));
   }
   const int fd = fcntl(it->second.host->fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return absl::ResourceExhaustedError("cannot duplicate the buffer's memfd");
@@ -217,9 +217,9 @@ absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
   for (const auto& [h, q] : s.queues) {
     if (q->device != it->second.device || q->last_event.load() <= q->last_waited.load()) continue;
     if (absl::Status done = q->queue->finish(); !done.ok()) {
-      return absl::Status(done.code(),
-                          absl::StrFormat("buffer %d not freed: finishing queue %d failed: %s",
-                                          buffer, h, done.message()));
+      return absl::Status(
+          done.code(), absl::StrFormat("buffer %d not freed: finishing queue %d failed: %s", buffer,
+                                       h, done.message()));
     }
   }
   s.buffer_bytes -= it->second.buffer->size();
@@ -241,9 +241,9 @@ absl::StatusOr<Engine::CopyTarget> Engine::copy_target(Session& s, uint64_t queu
   absl::StatusOr<Buffer*> b = find_buffer(s, buffer);
   if (!b.ok()) return b.status();
   if (&(*b)->device() != (*q)->device) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "buffer %d is on device %s, queue %d on %s", buffer, (*b)->device().info().id, queue,
-        (*q)->device->info().id));
+    return absl::InvalidArgumentError(absl::StrFormat("buffer %d is on device %s, queue %d on %s",
+                                                      buffer, (*b)->device().info().id, queue,
+                                                      (*q)->device->info().id));
   }
   return CopyTarget{(*q)->queue.get(), *b};
 }
@@ -317,9 +317,9 @@ absl::Status Engine::check_queue(Session& s, uint64_t queue) {
 absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& request) {
   if (draining()) return absl::UnavailableError("kad is shutting down: launch refused");
   if (request.args.size() > kMaxKernelArgs) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "a launch has %d arguments, more than the maximum of %d", request.args.size(),
-        kMaxKernelArgs));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("a launch has %d arguments, more than the maximum of %d",
+                        request.args.size(), kMaxKernelArgs));
   }
   absl::MutexLock lock(&s.mu);
   absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, request.queue);

@@ -1,12 +1,13 @@
 // The `inproc:` transport: the engine runs inside the client's process, served
 // through a gRPC in-process channel, so that the client API is the same one.
 // Linking kad_inproc into a program makes `inproc:` available to kad::Client.
+#include "kad/inproc.h"
+
 #include <grpcpp/grpcpp.h>
 
 #include <memory>
 
 #include "backends/registry.h"
-#include "kad/inproc.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
 

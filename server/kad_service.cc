@@ -165,18 +165,18 @@ grpc::Status KadService::ReadBuffer(grpc::ServerContext* context,
   if (!size.ok()) return to_grpc(size.status());
   uint64_t end;
   if (__builtin_add_overflow(request->offset(), request->size(), &end) || end > *size) {
-    return to_grpc(absl::OutOfRangeError(absl::StrFormat(
-        "range of %d bytes at offset %d does not fit in a buffer of %d bytes", request->size(),
-        request->offset(), *size)));
+    return to_grpc(absl::OutOfRangeError(
+        absl::StrFormat("range of %d bytes at offset %d does not fit in a buffer of %d bytes",
+                        request->size(), request->offset(), *size)));
   }
   v1::BufferChunk chunk;
   for (uint64_t done = 0; done < request->size();) {
     const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, request->size() - done);
     std::string* data = chunk.mutable_data();
     data->resize(n);
-    absl::Status st = engine_.read_buffer(
-        **s, request->queue(), request->buffer(), request->offset() + done,
-        std::span<std::byte>(reinterpret_cast<std::byte*>(data->data()), n));
+    absl::Status st =
+        engine_.read_buffer(**s, request->queue(), request->buffer(), request->offset() + done,
+                            std::span<std::byte>(reinterpret_cast<std::byte*>(data->data()), n));
     if (!st.ok()) return to_grpc(st);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "reader left");
     done += n;
@@ -232,9 +232,9 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
       Dims workgroup;
       std::array<KernelArg, kMaxKernelArgs> args;
       if (l.args_size() > static_cast<int>(kMaxKernelArgs)) {
-        status = absl::InvalidArgumentError(absl::StrFormat(
-            "a launch has %d arguments, more than the maximum of %d", l.args_size(),
-            kMaxKernelArgs));
+        status = absl::InvalidArgumentError(
+            absl::StrFormat("a launch has %d arguments, more than the maximum of %d", l.args_size(),
+                            kMaxKernelArgs));
         break;
       }
       if (l.has_ndrange()) status = to_ndrange(l.ndrange(), &ndrange);
@@ -264,9 +264,9 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
     case v1::QueueCommand::kCopyIn: {
       const v1::CopyIn& c = command.copy_in();
       if (c.data().size() > kMaxChunkBytes) {
-        status = absl::InvalidArgumentError(absl::StrFormat(
-            "copy_in of %d bytes exceeds the maximum of %d; use WriteBuffer", c.data().size(),
-            kMaxChunkBytes));
+        status = absl::InvalidArgumentError(
+            absl::StrFormat("copy_in of %d bytes exceeds the maximum of %d; use WriteBuffer",
+                            c.data().size(), kMaxChunkBytes));
         break;
       }
       status = engine_.write_buffer(
@@ -278,9 +278,9 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
     case v1::QueueCommand::kCopyOut: {
       const v1::CopyOut& c = command.copy_out();
       if (c.size() > kMaxChunkBytes) {
-        status = absl::InvalidArgumentError(absl::StrFormat(
-            "copy_out of %d bytes exceeds the maximum of %d; use ReadBuffer", c.size(),
-            kMaxChunkBytes));
+        status = absl::InvalidArgumentError(
+            absl::StrFormat("copy_out of %d bytes exceeds the maximum of %d; use ReadBuffer",
+                            c.size(), kMaxChunkBytes));
         break;
       }
       std::string* data = reply->mutable_data();
@@ -375,8 +375,8 @@ grpc::Status KadService::Submit(
     if (queue == 0) queue = command.queue();
     if (command.queue() != 0 && command.queue() != queue) {
       reply.set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
-      reply.set_message(absl::StrFormat(
-          "this stream is bound to queue %d; command names queue %d", queue, command.queue()));
+      reply.set_message(absl::StrFormat("this stream is bound to queue %d; command names queue %d",
+                                        queue, command.queue()));
     } else {
       run_command(**s, queue, command, &reply);
     }

@@ -103,14 +103,14 @@ int serve(const Config& config) {
     if (a->tcp && !config.tls_cert.empty()) {
       grpc::SslServerCredentialsOptions tls;
       std::ifstream cert(config.tls_cert), key(config.tls_key);
-      tls.pem_key_cert_pairs.push_back(
-          {std::string(std::istreambuf_iterator<char>(key), {}),
-           std::string(std::istreambuf_iterator<char>(cert), {})});
+      tls.pem_key_cert_pairs.push_back({std::string(std::istreambuf_iterator<char>(key), {}),
+                                        std::string(std::istreambuf_iterator<char>(cert), {})});
       creds = grpc::SslServerCredentials(tls);
     } else if (a->tcp && !a->loopback && !config.allow_insecure_tcp) {
-      spdlog::error("refusing plaintext TCP on {}: give --tls-cert/--tls-key, listen on loopback, "
-                    "or pass --allow-insecure-tcp",
-                    uri);
+      spdlog::error(
+          "refusing plaintext TCP on {}: give --tls-cert/--tls-key, listen on loopback, "
+          "or pass --allow-insecure-tcp",
+          uri);
       return 2;
     }
     if (!a->tcp && !prepare_unix_socket(uri.substr(5))) return 1;
@@ -132,7 +132,8 @@ int serve(const Config& config) {
       return 1;
     }
     std::string uri = a.uri;
-    if (a.tcp) uri = absl::StrCat("tcp://", a.address.substr(0, a.address.rfind(':')), ":", *ports[i]);
+    if (a.tcp)
+      uri = absl::StrCat("tcp://", a.address.substr(0, a.address.rfind(':')), ":", *ports[i]);
     bound.push_back(uri);
     spdlog::info("listening on {}", uri);
   }

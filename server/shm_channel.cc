@@ -58,7 +58,9 @@ ShmChannel::~ShmChannel() {
   if (socket_ >= 0) close(socket_);
 }
 
-void ShmChannel::start() { thread_ = std::thread([this] { run(); }); }
+void ShmChannel::start() {
+  thread_ = std::thread([this] { run(); });
+}
 
 bool ShmChannel::client_gone() const {
   pollfd p{socket_, POLLIN | POLLRDHUP, 0};
@@ -81,7 +83,8 @@ void ShmChannel::end(const std::string& reason) {
 bool ShmChannel::post(const CompletionRecord& done) {
   RingIndices& ring = header_->completion;
   const uint32_t tail = ring.tail.load(std::memory_order_relaxed);
-  auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stall_timeout_ms);
+  auto deadline =
+      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stall_timeout_ms);
   for (;;) {
     const uint32_t head = ring.head.load(std::memory_order_acquire);
     const uint32_t used = tail - head;
@@ -134,7 +137,9 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
       if (status.ok()) {
         status = engine_.write_buffer(
             *session_, queue_, r.buffer, r.offset,
-            std::span<const std::byte>(reinterpret_cast<const std::byte*>(memory_ + kArenaOffset + r.arena_offset), r.size));
+            std::span<const std::byte>(
+                reinterpret_cast<const std::byte*>(memory_ + kArenaOffset + r.arena_offset),
+                r.size));
       }
       break;
     case Op::kCopyOut:
@@ -142,15 +147,15 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
       if (status.ok()) {
         status = engine_.read_buffer(
             *session_, queue_, r.buffer, r.offset,
-            std::span<std::byte>(reinterpret_cast<std::byte*>(memory_ + kArenaOffset + r.arena_offset), r.size));
+            std::span<std::byte>(
+                reinterpret_cast<std::byte*>(memory_ + kArenaOffset + r.arena_offset), r.size));
       }
       break;
     case Op::kPing:
       break;
     default:
-      status = absl::InvalidArgumentError(
-          absl::StrFormat("record %d has operation %d, not launch, wait, copy in, copy out or ping",
-                          r.tag, r.op));
+      status = absl::InvalidArgumentError(absl::StrFormat(
+          "record %d has operation %d, not launch, wait, copy in, copy out or ping", r.tag, r.op));
   }
   done->code = static_cast<int32_t>(status.code());
   if (!status.ok()) {
@@ -178,7 +183,8 @@ void ShmChannel::run() {
     }
     bool ok = true;
     while (head != tail && ok) {
-      std::memcpy(&record_, &slots[head % kSubmitSlots], sizeof(record_));  // the client may still write
+      std::memcpy(&record_, &slots[head % kSubmitSlots],
+                  sizeof(record_));  // the client may still write
       ++head;
       ring.head.store(head, std::memory_order_release);
       notify(&ring.head, &ring.producer_waiting);

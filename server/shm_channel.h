@@ -41,7 +41,10 @@ class ShmChannel {
  private:
   ShmChannel(Engine& engine, std::shared_ptr<Session> session, uint64_t queue, int socket,
              ShmOptions options)
-      : engine_(engine), session_(std::move(session)), queue_(queue), socket_(socket),
+      : engine_(engine),
+        session_(std::move(session)),
+        queue_(queue),
+        socket_(socket),
         options_(options) {}
 
   void run();
@@ -63,7 +66,7 @@ class ShmChannel {
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> finished_{false};
-  shm::v1::SubmitRecord record_;        // private copy of the slot being run
+  shm::v1::SubmitRecord record_;  // private copy of the slot being run
   shm::v1::CompletionRecord done_;
   DecodedLaunch decoded_;
 };

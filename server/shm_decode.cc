@@ -17,14 +17,13 @@ bool to_scalar(uint8_t wire, ScalarType* out) {
 absl::Status decode_launch(const shm::v1::SubmitRecord& r, uint64_t queue, DecodedLaunch* out) {
   using shm::v1::kMaxRank;
   if (r.rank > kMaxRank || r.workgroup_rank > kMaxRank) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "launch record has rank %d and workgroup rank %d; the maximum is %d", r.rank,
-        r.workgroup_rank, kMaxRank));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("launch record has rank %d and workgroup rank %d; the maximum is %d",
+                        r.rank, r.workgroup_rank, kMaxRank));
   }
   if (r.nargs > shm::v1::kMaxArgs) {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "launch record has %d arguments, more than the maximum of %d", r.nargs,
-        shm::v1::kMaxArgs));
+        "launch record has %d arguments, more than the maximum of %d", r.nargs, shm::v1::kMaxArgs));
   }
   const bool has_ndrange = r.flags & shm::v1::kHasNdrange;
   const bool has_workgroup = r.flags & shm::v1::kHasWorkgroup;
@@ -80,9 +79,9 @@ absl::Status decode_launch(const shm::v1::SubmitRecord& r, uint64_t queue, Decod
 absl::Status check_arena_range(const shm::v1::SubmitRecord& r, uint64_t arena_bytes) {
   uint64_t end;
   if (__builtin_add_overflow(r.arena_offset, r.size, &end) || end > arena_bytes) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "copy of %d bytes at arena offset %d does not fit in the %d-byte arena", r.size,
-        r.arena_offset, arena_bytes));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("copy of %d bytes at arena offset %d does not fit in the %d-byte arena",
+                        r.size, r.arena_offset, arena_bytes));
   }
   return absl::OkStatus();
 }

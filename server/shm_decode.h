@@ -21,8 +21,7 @@ struct DecodedLaunch {
   LaunchByHandle request;  // points into the fields above
 };
 
-absl::Status decode_launch(const shm::v1::SubmitRecord& record, uint64_t queue,
-                           DecodedLaunch* out);
+absl::Status decode_launch(const shm::v1::SubmitRecord& record, uint64_t queue, DecodedLaunch* out);
 
 // A copy's arena range must lie inside the arena.
 absl::Status check_arena_range(const shm::v1::SubmitRecord& record, uint64_t arena_bytes);

@@ -40,7 +40,8 @@ absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::start(Engine& engine, 
   std::strncpy(addr.sun_path, l->path_.c_str(), sizeof(addr.sun_path) - 1);
   unlink(l->path_.c_str());
   l->listen_fd_ = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
-  if (l->listen_fd_ < 0 || bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
+  if (l->listen_fd_ < 0 ||
+      bind(l->listen_fd_, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
       listen(l->listen_fd_, 64) != 0) {
     return absl::UnavailableError(
         absl::StrFormat("cannot listen on %s: %s", l->path_, std::strerror(errno)));
@@ -90,7 +91,7 @@ void ShmListener::serve_hello(int fd) {
     send_status_reply(fd, s, -1, 0);
     close(fd);
   };
-  auto session_of = [&](const char (&id)[64]) {
+  auto session_of = [&](const char(&id)[64]) {
     return engine_.session(std::string(id, strnlen(id, sizeof(id))));
   };
   if (n == static_cast<ssize_t>(sizeof(MapBuffer)) &&
@@ -106,15 +107,15 @@ void ShmListener::serve_hello(int fd) {
   }
   if (n != static_cast<ssize_t>(sizeof(Hello)) ||
       message.request != static_cast<uint32_t>(Request::kHello)) {
-    return refuse(absl::InvalidArgumentError(absl::StrFormat(
-        "expected a Hello of %d bytes or a MapBuffer of %d bytes, got %d bytes", sizeof(Hello),
-        sizeof(MapBuffer), n)));
+    return refuse(absl::InvalidArgumentError(
+        absl::StrFormat("expected a Hello of %d bytes or a MapBuffer of %d bytes, got %d bytes",
+                        sizeof(Hello), sizeof(MapBuffer), n)));
   }
   const Hello& hello = message.hello;
   if (hello.version != kVersion) {
-    return refuse(absl::FailedPreconditionError(absl::StrFormat(
-        "shared-memory protocol version %d is not supported; kad speaks %d", hello.version,
-        kVersion)));
+    return refuse(absl::FailedPreconditionError(
+        absl::StrFormat("shared-memory protocol version %d is not supported; kad speaks %d",
+                        hello.version, kVersion)));
   }
   absl::StatusOr<std::shared_ptr<Session>> session = session_of(hello.session_id);
   if (!session.ok()) return refuse(session.status());
@@ -126,7 +127,8 @@ void ShmListener::serve_hello(int fd) {
   absl::StatusOr<std::unique_ptr<ShmChannel>> channel =
       ShmChannel::create(engine_, *session, hello.queue, fd, options_);
   if (!channel.ok()) return refuse(channel.status());
-  if (!send_status_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes)) return;  // closes fd
+  if (!send_status_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes))
+    return;  // closes fd
   spdlog::debug("session {}: queue {} on shared memory (pid {}, uid {})", (*session)->id(),
                 hello.queue, peer.pid, peer.uid);
   (*channel)->start();

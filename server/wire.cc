@@ -25,9 +25,8 @@ absl::Status to_ndrange(const v1::NdRange& wire, NdRange* out) {
     return absl::OkStatus();
   }
   if (wire.offsets_size() != wire.extents_size()) {
-    return absl::InvalidArgumentError(
-        absl::StrFormat("ndrange has %d extents but %d offsets", wire.extents_size(),
-                        wire.offsets_size()));
+    return absl::InvalidArgumentError(absl::StrFormat("ndrange has %d extents but %d offsets",
+                                                      wire.extents_size(), wire.offsets_size()));
   }
   return fill_dims(wire.offsets(), "ndrange offsets", &out->offsets);
 }
@@ -38,17 +37,28 @@ absl::Status to_dims(const v1::Workgroup& wire, Dims* out) {
 
 absl::StatusOr<ScalarType> to_scalar_type(v1::ScalarType wire) {
   switch (wire) {
-    case v1::SCALAR_TYPE_I8: return ScalarType::kI8;
-    case v1::SCALAR_TYPE_U8: return ScalarType::kU8;
-    case v1::SCALAR_TYPE_I16: return ScalarType::kI16;
-    case v1::SCALAR_TYPE_U16: return ScalarType::kU16;
-    case v1::SCALAR_TYPE_I32: return ScalarType::kI32;
-    case v1::SCALAR_TYPE_U32: return ScalarType::kU32;
-    case v1::SCALAR_TYPE_I64: return ScalarType::kI64;
-    case v1::SCALAR_TYPE_U64: return ScalarType::kU64;
-    case v1::SCALAR_TYPE_F16: return ScalarType::kF16;
-    case v1::SCALAR_TYPE_F32: return ScalarType::kF32;
-    case v1::SCALAR_TYPE_F64: return ScalarType::kF64;
+    case v1::SCALAR_TYPE_I8:
+      return ScalarType::kI8;
+    case v1::SCALAR_TYPE_U8:
+      return ScalarType::kU8;
+    case v1::SCALAR_TYPE_I16:
+      return ScalarType::kI16;
+    case v1::SCALAR_TYPE_U16:
+      return ScalarType::kU16;
+    case v1::SCALAR_TYPE_I32:
+      return ScalarType::kI32;
+    case v1::SCALAR_TYPE_U32:
+      return ScalarType::kU32;
+    case v1::SCALAR_TYPE_I64:
+      return ScalarType::kI64;
+    case v1::SCALAR_TYPE_U64:
+      return ScalarType::kU64;
+    case v1::SCALAR_TYPE_F16:
+      return ScalarType::kF16;
+    case v1::SCALAR_TYPE_F32:
+      return ScalarType::kF32;
+    case v1::SCALAR_TYPE_F64:
+      return ScalarType::kF64;
     default:
       return absl::InvalidArgumentError(
           absl::StrFormat("scalar type %d is not a kad.v1.ScalarType", static_cast<int>(wire)));
@@ -57,18 +67,30 @@ absl::StatusOr<ScalarType> to_scalar_type(v1::ScalarType wire) {
 
 v1::ScalarType to_wire(ScalarType type) {
   switch (type) {
-    case ScalarType::kNone: return v1::SCALAR_TYPE_UNSPECIFIED;
-    case ScalarType::kI8: return v1::SCALAR_TYPE_I8;
-    case ScalarType::kU8: return v1::SCALAR_TYPE_U8;
-    case ScalarType::kI16: return v1::SCALAR_TYPE_I16;
-    case ScalarType::kU16: return v1::SCALAR_TYPE_U16;
-    case ScalarType::kI32: return v1::SCALAR_TYPE_I32;
-    case ScalarType::kU32: return v1::SCALAR_TYPE_U32;
-    case ScalarType::kI64: return v1::SCALAR_TYPE_I64;
-    case ScalarType::kU64: return v1::SCALAR_TYPE_U64;
-    case ScalarType::kF16: return v1::SCALAR_TYPE_F16;
-    case ScalarType::kF32: return v1::SCALAR_TYPE_F32;
-    case ScalarType::kF64: return v1::SCALAR_TYPE_F64;
+    case ScalarType::kNone:
+      return v1::SCALAR_TYPE_UNSPECIFIED;
+    case ScalarType::kI8:
+      return v1::SCALAR_TYPE_I8;
+    case ScalarType::kU8:
+      return v1::SCALAR_TYPE_U8;
+    case ScalarType::kI16:
+      return v1::SCALAR_TYPE_I16;
+    case ScalarType::kU16:
+      return v1::SCALAR_TYPE_U16;
+    case ScalarType::kI32:
+      return v1::SCALAR_TYPE_I32;
+    case ScalarType::kU32:
+      return v1::SCALAR_TYPE_U32;
+    case ScalarType::kI64:
+      return v1::SCALAR_TYPE_I64;
+    case ScalarType::kU64:
+      return v1::SCALAR_TYPE_U64;
+    case ScalarType::kF16:
+      return v1::SCALAR_TYPE_F16;
+    case ScalarType::kF32:
+      return v1::SCALAR_TYPE_F32;
+    case ScalarType::kF64:
+      return v1::SCALAR_TYPE_F64;
   }
   return v1::SCALAR_TYPE_UNSPECIFIED;
 }
@@ -104,12 +126,18 @@ absl::Status to_kernel_arg(const v1::KernelArg& wire, size_t index, KernelArg* o
 
 absl::StatusOr<ModuleFormat> to_module_format(v1::ModuleFormat wire) {
   switch (wire) {
-    case v1::MODULE_FORMAT_OPENCL_C: return ModuleFormat::kOpenClC;
-    case v1::MODULE_FORMAT_SPIRV: return ModuleFormat::kSpirv;
-    case v1::MODULE_FORMAT_LLVM_BC_SPIR64: return ModuleFormat::kLlvmBitcodeSpir64;
-    case v1::MODULE_FORMAT_PTX: return ModuleFormat::kPtx;
-    case v1::MODULE_FORMAT_CUBIN: return ModuleFormat::kCubin;
-    case v1::MODULE_FORMAT_AMDGCN: return ModuleFormat::kAmdgcnCodeObject;
+    case v1::MODULE_FORMAT_OPENCL_C:
+      return ModuleFormat::kOpenClC;
+    case v1::MODULE_FORMAT_SPIRV:
+      return ModuleFormat::kSpirv;
+    case v1::MODULE_FORMAT_LLVM_BC_SPIR64:
+      return ModuleFormat::kLlvmBitcodeSpir64;
+    case v1::MODULE_FORMAT_PTX:
+      return ModuleFormat::kPtx;
+    case v1::MODULE_FORMAT_CUBIN:
+      return ModuleFormat::kCubin;
+    case v1::MODULE_FORMAT_AMDGCN:
+      return ModuleFormat::kAmdgcnCodeObject;
     default:
       return absl::InvalidArgumentError(
           absl::StrFormat("module format %d is not a kad.v1.ModuleFormat", static_cast<int>(wire)));
@@ -133,9 +161,15 @@ absl::StatusOr<KernelSignature> to_signature(const v1::GetKernelRequest& wire) {
   for (int i = 0; i < wire.args_size(); ++i) {
     const v1::ArgSpec& a = wire.args(i);
     switch (a.kind()) {
-      case v1::ARG_KIND_BUFFER: sig.args.push_back(ArgSpec::buffer()); break;
-      case v1::ARG_KIND_CONST_BUFFER: sig.args.push_back(ArgSpec::const_buffer()); break;
-      case v1::ARG_KIND_LOCAL: sig.args.push_back(ArgSpec::local()); break;
+      case v1::ARG_KIND_BUFFER:
+        sig.args.push_back(ArgSpec::buffer());
+        break;
+      case v1::ARG_KIND_CONST_BUFFER:
+        sig.args.push_back(ArgSpec::const_buffer());
+        break;
+      case v1::ARG_KIND_LOCAL:
+        sig.args.push_back(ArgSpec::local());
+        break;
       case v1::ARG_KIND_SCALAR: {
         absl::StatusOr<ScalarType> t = to_scalar_type(a.scalar());
         if (!t.ok()) {
@@ -147,8 +181,8 @@ absl::StatusOr<KernelSignature> to_signature(const v1::GetKernelRequest& wire) {
       }
       default:
         return absl::InvalidArgumentError(absl::StrFormat(
-            "kernel `%s`: argument %d has no kind (buffer, const buffer, scalar, local)",
-            sig.entry, i));
+            "kernel `%s`: argument %d has no kind (buffer, const buffer, scalar, local)", sig.entry,
+            i));
     }
   }
   return sig;

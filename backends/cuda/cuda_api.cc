@@ -13,11 +13,11 @@ absl::StatusOr<std::shared_ptr<const CudaApi>> CudaApi::load(const char* library
     const char* why = dlerror();
     return absl::NotFoundError(absl::StrCat(library, " not loaded: ", why ? why : "unknown"));
   }
-#define KAD_CUDA_RESOLVE(name, symbol, signature)                                        \
-  api->name = reinterpret_cast<std::add_pointer_t<signature>>(dlsym(api->handle, symbol));                 \
-  if (api->name == nullptr) {                                                            \
-    return absl::NotFoundError(absl::StrCat(library, " lacks ", symbol,                 \
-                                            " (a CUDA driver older than kad supports)")); \
+#define KAD_CUDA_RESOLVE(name, symbol, signature)                                              \
+  api->name = reinterpret_cast<std::add_pointer_t<signature>>(dlsym(api->handle, symbol));     \
+  if (api->name == nullptr) {                                                                  \
+    return absl::NotFoundError(                                                                \
+        absl::StrCat(library, " lacks ", symbol, " (a CUDA driver older than kad supports)")); \
   }
   KAD_CUDA_FUNCTIONS(KAD_CUDA_RESOLVE)
 #undef KAD_CUDA_RESOLVE

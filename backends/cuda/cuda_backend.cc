@@ -11,8 +11,8 @@ BackendDiscovery discover(const DiscoveryOptions& options) {
   BackendDiscovery found;
   absl::StatusOr<std::shared_ptr<const CudaApi>> api = CudaApi::load(options.library);
   if (!api.ok()) {
-    found.log.push_back(absl::StrCat("cuda: disabled, no NVIDIA driver (", api.status().message(),
-                                     ")"));
+    found.log.push_back(
+        absl::StrCat("cuda: disabled, no NVIDIA driver (", api.status().message(), ")"));
     return found;
   }
   const CudaApi& cu = **api;
@@ -33,8 +33,8 @@ BackendDiscovery discover(const DiscoveryOptions& options) {
     absl::StatusOr<std::unique_ptr<CudaDevice>> device =
         CudaDevice::create(*api, ordinal, options.device);
     if (!device.ok()) {
-      found.log.push_back(absl::StrFormat("cuda: device %d skipped: %s", ordinal,
-                                          device.status().message()));
+      found.log.push_back(
+          absl::StrFormat("cuda: device %d skipped: %s", ordinal, device.status().message()));
       continue;
     }
     const DeviceInfo& info = (*device)->info();

@@ -58,42 +58,41 @@ inline constexpr unsigned CU_STREAM_NON_BLOCKING = 1;
 inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
 
 // X(name, symbol, signature): the name kad calls, the symbol libcuda exports.
-#define KAD_CUDA_FUNCTIONS(X)                                                                   \
-  X(cuInit, "cuInit", CUresult(unsigned))                                                       \
-  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult(int*))                                   \
-  X(cuGetErrorName, "cuGetErrorName", CUresult(CUresult, const char**))                         \
-  X(cuGetErrorString, "cuGetErrorString", CUresult(CUresult, const char**))                     \
-  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult(int*))                                       \
-  X(cuDeviceGet, "cuDeviceGet", CUresult(CUdevice*, int))                                       \
-  X(cuDeviceGetName, "cuDeviceGetName", CUresult(char*, int, CUdevice))                         \
-  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult(int*, int, CUdevice))                \
-  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", CUresult(size_t*, CUdevice))                       \
-  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult(CUcontext*, CUdevice))       \
-  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult(CUdevice))              \
-  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult(CUcontext))                                    \
-  X(cuModuleLoadDataEx, "cuModuleLoadDataEx",                                                   \
-    CUresult(CUmodule*, const void*, unsigned, int*, void**))                                   \
-  X(cuModuleUnload, "cuModuleUnload", CUresult(CUmodule))                                       \
-  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*))   \
-  X(cuFuncGetAttribute, "cuFuncGetAttribute", CUresult(int*, int, CUfunction))                  \
-  X(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize",                       \
-    CUresult(int*, int*, CUfunction, CUoccupancyB2DSize, size_t, int))                          \
-  X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                                \
-  X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                           \
-  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                  \
-    CUresult(CUdeviceptr, const void*, size_t, CUstream))                                       \
-  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2",                                                  \
-    CUresult(void*, CUdeviceptr, size_t, CUstream))                                             \
-  X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream*, unsigned))                            \
-  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                                  \
-  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))                             \
-  X(cuEventCreate, "cuEventCreate", CUresult(CUevent*, unsigned))                               \
-  X(cuEventDestroy, "cuEventDestroy_v2", CUresult(CUevent))                                     \
-  X(cuEventRecord, "cuEventRecord", CUresult(CUevent, CUstream))                                \
-  X(cuEventQuery, "cuEventQuery", CUresult(CUevent))                                            \
-  X(cuEventSynchronize, "cuEventSynchronize", CUresult(CUevent))                                \
-  X(cuLaunchKernel, "cuLaunchKernel",                                                           \
-    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,  \
+#define KAD_CUDA_FUNCTIONS(X)                                                                  \
+  X(cuInit, "cuInit", CUresult(unsigned))                                                      \
+  X(cuDriverGetVersion, "cuDriverGetVersion", CUresult(int*))                                  \
+  X(cuGetErrorName, "cuGetErrorName", CUresult(CUresult, const char**))                        \
+  X(cuGetErrorString, "cuGetErrorString", CUresult(CUresult, const char**))                    \
+  X(cuDeviceGetCount, "cuDeviceGetCount", CUresult(int*))                                      \
+  X(cuDeviceGet, "cuDeviceGet", CUresult(CUdevice*, int))                                      \
+  X(cuDeviceGetName, "cuDeviceGetName", CUresult(char*, int, CUdevice))                        \
+  X(cuDeviceGetAttribute, "cuDeviceGetAttribute", CUresult(int*, int, CUdevice))               \
+  X(cuDeviceTotalMem, "cuDeviceTotalMem_v2", CUresult(size_t*, CUdevice))                      \
+  X(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain", CUresult(CUcontext*, CUdevice))      \
+  X(cuDevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease_v2", CUresult(CUdevice))             \
+  X(cuCtxSetCurrent, "cuCtxSetCurrent", CUresult(CUcontext))                                   \
+  X(cuModuleLoadDataEx, "cuModuleLoadDataEx",                                                  \
+    CUresult(CUmodule*, const void*, unsigned, int*, void**))                                  \
+  X(cuModuleUnload, "cuModuleUnload", CUresult(CUmodule))                                      \
+  X(cuModuleGetFunction, "cuModuleGetFunction", CUresult(CUfunction*, CUmodule, const char*))  \
+  X(cuFuncGetAttribute, "cuFuncGetAttribute", CUresult(int*, int, CUfunction))                 \
+  X(cuOccupancyMaxPotentialBlockSize, "cuOccupancyMaxPotentialBlockSize",                      \
+    CUresult(int*, int*, CUfunction, CUoccupancyB2DSize, size_t, int))                         \
+  X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                               \
+  X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                          \
+  X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                 \
+    CUresult(CUdeviceptr, const void*, size_t, CUstream))                                      \
+  X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult(void*, CUdeviceptr, size_t, CUstream)) \
+  X(cuStreamCreate, "cuStreamCreate", CUresult(CUstream*, unsigned))                           \
+  X(cuStreamDestroy, "cuStreamDestroy_v2", CUresult(CUstream))                                 \
+  X(cuStreamSynchronize, "cuStreamSynchronize", CUresult(CUstream))                            \
+  X(cuEventCreate, "cuEventCreate", CUresult(CUevent*, unsigned))                              \
+  X(cuEventDestroy, "cuEventDestroy_v2", CUresult(CUevent))                                    \
+  X(cuEventRecord, "cuEventRecord", CUresult(CUevent, CUstream))                               \
+  X(cuEventQuery, "cuEventQuery", CUresult(CUevent))                                           \
+  X(cuEventSynchronize, "cuEventSynchronize", CUresult(CUevent))                               \
+  X(cuLaunchKernel, "cuLaunchKernel",                                                          \
+    CUresult(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, \
              CUstream, void**, void**))
 
 }  // namespace kad::cuda

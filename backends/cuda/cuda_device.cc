@@ -31,8 +31,8 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(std::shared_ptr<c
   std::unique_ptr<CudaDevice> dev(new CudaDevice(std::move(api), device, options));
   DeviceInfo& info = dev->info_;
   char name[256] = {};
-  if (absl::Status s = cu_status(cu, cu.cuDeviceGetName(name, sizeof(name) - 1, device),
-                                 "cuDeviceGetName");
+  if (absl::Status s =
+          cu_status(cu, cu.cuDeviceGetName(name, sizeof(name) - 1, device), "cuDeviceGetName");
       !s.ok()) {
     return s;
   }
@@ -73,16 +73,15 @@ absl::StatusOr<std::unique_ptr<CudaDevice>> CudaDevice::create(std::shared_ptr<c
   info.vendor = "NVIDIA";
   info.platform = "CUDA";
   info.driver_version = absl::StrFormat("CUDA driver %d.%d", driver / 1000, driver % 1000 / 10);
-  info.toolchain_version = absl::StrCat(KernelLowering::shared().version(), "; PTX ",
-                                        dev->ptx_target_, "; compute capability ", major, ".",
-                                        minor);
+  info.toolchain_version =
+      absl::StrCat(KernelLowering::shared().version(), "; PTX ", dev->ptx_target_,
+                   "; compute capability ", major, ".", minor);
   info.formats = {ModuleFormat::kOpenClC, ModuleFormat::kPtx, ModuleFormat::kCubin};
   DeviceLimits& l = info.limits;
   l.max_workgroup_size = static_cast<uint64_t>(threads);
   l.max_workgroup_dims = {static_cast<uint64_t>(bx), static_cast<uint64_t>(by),
                           static_cast<uint64_t>(bz)};
-  l.max_groups = {static_cast<uint64_t>(gx), static_cast<uint64_t>(gy),
-                  static_cast<uint64_t>(gz)};
+  l.max_groups = {static_cast<uint64_t>(gx), static_cast<uint64_t>(gy), static_cast<uint64_t>(gz)};
   l.compute_units = static_cast<uint64_t>(sms);
   l.subgroup_width = static_cast<uint64_t>(warp);
   l.global_memory_bytes = memory;
@@ -107,8 +106,8 @@ absl::Status CudaDevice::make_current() const {
   thread_local CUcontext current = nullptr;
   if (current == context_) return absl::OkStatus();
   DriverScope driver;
-  if (absl::Status s = cu_status(*api_, api_->cuCtxSetCurrent(context_), "cuCtxSetCurrent",
-                                 info_.id);
+  if (absl::Status s =
+          cu_status(*api_, api_->cuCtxSetCurrent(context_), "cuCtxSetCurrent", info_.id);
       !s.ok()) {
     return s;
   }
@@ -137,8 +136,7 @@ absl::StatusOr<std::unique_ptr<Queue>> CudaDevice::create_queue() {
   return std::unique_ptr<Queue>(std::move(*q));
 }
 
-absl::StatusOr<std::unique_ptr<CompiledKernel>> CudaDevice::compile(
-    const CompileRequest& request) {
+absl::StatusOr<std::unique_ptr<CompiledKernel>> CudaDevice::compile(const CompileRequest& request) {
   absl::StatusOr<std::unique_ptr<CudaKernel>> k = CudaKernel::build(*this, request);
   if (!k.ok()) return k.status();
   return std::unique_ptr<CompiledKernel>(std::move(*k));

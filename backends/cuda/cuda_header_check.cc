@@ -30,7 +30,7 @@ constexpr bool same_abi(R1 (*)(A1...), R2 (*)(A2...)) {
 #define KAD_CUDA_CHECK(name, symbol, signature)                                         \
   static_assert(std::string_view(KAD_EXPANDED_NAME(name)) == symbol,                    \
                 #name " resolves to a different symbol in cuda.h");                     \
-  static_assert(same_abi(static_cast<std::add_pointer_t<signature>>(nullptr), &::name),                    \
+  static_assert(same_abi(static_cast<std::add_pointer_t<signature>>(nullptr), &::name), \
                 #name " has a different signature in cuda.h");
 KAD_CUDA_FUNCTIONS(KAD_CUDA_CHECK)
 #undef KAD_CUDA_CHECK

@@ -78,37 +78,38 @@ absl::StatusOr<std::unique_ptr<CudaKernel>> CudaKernel::build(CudaDevice& device
         cu.cuModuleLoadDataEx(&kernel->module_, code->data(), static_cast<unsigned>(options.size()),
                               options.data(), values.data());
     if (loaded != CUDA_SUCCESS) {
-      return cu_status(cu, loaded, "cuModuleLoadDataEx",
-                       absl::StrFormat("kernel `%s` on %s:\n%s", sig.entry, device.info().id,
-                                       error_log.data()));
+      return cu_status(
+          cu, loaded, "cuModuleLoadDataEx",
+          absl::StrFormat("kernel `%s` on %s:\n%s", sig.entry, device.info().id, error_log.data()));
     }
-    const CUresult found = cu.cuModuleGetFunction(&kernel->function_, kernel->module_,
-                                                  sig.entry.c_str());
+    const CUresult found =
+        cu.cuModuleGetFunction(&kernel->function_, kernel->module_, sig.entry.c_str());
     if (found != CUDA_SUCCESS) {
       return cu_status(cu, found, "cuModuleGetFunction",
                        absl::StrFormat("the module has no kernel `%s`", sig.entry));
     }
   }
   int max_threads = 0, shared = 0;
-  if (absl::Status s = cu_status(cu,
-                                 cu.cuFuncGetAttribute(&max_threads,
-                                                       CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
-                                                       kernel->function_),
-                                 "cuFuncGetAttribute", sig.entry);
+  if (absl::Status s =
+          cu_status(cu,
+                    cu.cuFuncGetAttribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK,
+                                          kernel->function_),
+                    "cuFuncGetAttribute", sig.entry);
       !s.ok()) {
     return s;
   }
   if (absl::Status s = cu_status(
-          cu, cu.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel->function_),
+          cu,
+          cu.cuFuncGetAttribute(&shared, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, kernel->function_),
           "cuFuncGetAttribute", sig.entry);
       !s.ok()) {
     return s;
   }
-  if (absl::Status s = cu_status(
-          cu, cu.cuOccupancyMaxPotentialBlockSize(&kernel->occupancy_min_grid_,
-                                                  &kernel->occupancy_block_, kernel->function_,
-                                                  nullptr, 0, 0),
-          "cuOccupancyMaxPotentialBlockSize", sig.entry);
+  if (absl::Status s = cu_status(cu,
+                                 cu.cuOccupancyMaxPotentialBlockSize(
+                                     &kernel->occupancy_min_grid_, &kernel->occupancy_block_,
+                                     kernel->function_, nullptr, 0, 0),
+                                 "cuOccupancyMaxPotentialBlockSize", sig.entry);
       !s.ok()) {
     return s;
   }

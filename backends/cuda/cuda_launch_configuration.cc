@@ -119,7 +119,8 @@ absl::StatusOr<std::string> with_dynamic_local(absl::string_view ptx, absl::stri
             param, load));
       }
       const std::string target(load.substr(reg, comma - reg));
-      const std::string offset = absl::StrFormat("\n\tadd.u64 \t%s, %s, %s;", target, target, kBase);
+      const std::string offset =
+          absl::StrFormat("\n\tadd.u64 \t%s, %s, %s;", target, target, kBase);
       body.insert(end + 1, offset);
       found = end + 1 + offset.size();
       ++loads;
@@ -129,8 +130,9 @@ absl::StatusOr<std::string> with_dynamic_local(absl::string_view ptx, absl::stri
   const size_t line = ptx.rfind('\n', at) + 1;  // before `.visible .entry`
   return absl::StrCat(
       ptx.substr(0, line), ".extern .shared .align ", kLocalAlignment, " .b8 ", kWindow, "[];\n",
-      ptx.substr(line, open + 1 - line), absl::StrFormat("\n\t.reg .u64 \t%s;\n\tmov.u64 \t%s, %s;", kBase, kBase, kWindow),
-      body, ptx.substr(close));
+      ptx.substr(line, open + 1 - line),
+      absl::StrFormat("\n\t.reg .u64 \t%s;\n\tmov.u64 \t%s, %s;", kBase, kBase, kWindow), body,
+      ptx.substr(close));
 }
 
 }  // namespace kad::cuda

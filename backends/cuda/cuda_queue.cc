@@ -76,18 +76,18 @@ absl::StatusOr<EventId> CudaQueue::enqueue_kernel(CompiledKernel& compiled,
       kernel.function(), static_cast<unsigned>(geometry.groups[0]),
       static_cast<unsigned>(geometry.groups[1]), static_cast<unsigned>(geometry.groups[2]),
       static_cast<unsigned>(geometry.items[0]), static_cast<unsigned>(geometry.items[1]),
-      static_cast<unsigned>(geometry.items[2]), static_cast<unsigned>(local_bytes), stream_,
-      params, nullptr);
+      static_cast<unsigned>(geometry.items[2]), static_cast<unsigned>(local_bytes), stream_, params,
+      nullptr);
   if (launched != CUDA_SUCCESS) {
-    return cu_status(cu, launched, "cuLaunchKernel",
-                     absl::StrFormat("kernel `%s`, blocks (%d, %d, %d), threads (%d, %d, %d)",
-                                     kernel.name(), geometry.groups[0], geometry.groups[1],
-                                     geometry.groups[2], geometry.items[0], geometry.items[1],
-                                     geometry.items[2]));
+    return cu_status(
+        cu, launched, "cuLaunchKernel",
+        absl::StrFormat("kernel `%s`, blocks (%d, %d, %d), threads (%d, %d, %d)", kernel.name(),
+                        geometry.groups[0], geometry.groups[1], geometry.groups[2],
+                        geometry.items[0], geometry.items[1], geometry.items[2]));
   }
   const EventId id = next_;
-  if (absl::Status s = cu_status(cu, cu.cuEventRecord(ring_[id % kRing], stream_),
-                                 "cuEventRecord", kernel.name());
+  if (absl::Status s = cu_status(cu, cu.cuEventRecord(ring_[id % kRing], stream_), "cuEventRecord",
+                                 kernel.name());
       !s.ok()) {
     return s;
   }
@@ -110,11 +110,11 @@ absl::Status CudaQueue::write_buffer(Buffer& buffer, uint64_t offset,
   {
     absl::MutexLock lock(&mu_);  // ordered after every launch submitted so far
     DriverScope driver;
-    if (absl::Status s = cu_status(
-            cu,
-            cu.cuMemcpyHtoDAsync(static_cast<CudaBuffer&>(buffer).pointer() + offset, data.data(),
-                                 data.size(), stream_),
-            "cuMemcpyHtoDAsync", absl::StrCat(data.size(), " bytes"));
+    if (absl::Status s =
+            cu_status(cu,
+                      cu.cuMemcpyHtoDAsync(static_cast<CudaBuffer&>(buffer).pointer() + offset,
+                                           data.data(), data.size(), stream_),
+                      "cuMemcpyHtoDAsync", absl::StrCat(data.size(), " bytes"));
         !s.ok()) {
       return s;
     }
@@ -131,12 +131,12 @@ absl::Status CudaQueue::read_buffer(const Buffer& buffer, uint64_t offset,
   {
     absl::MutexLock lock(&mu_);
     DriverScope driver;
-    if (absl::Status s = cu_status(
-            cu,
-            cu.cuMemcpyDtoHAsync(data.data(),
-                                 static_cast<const CudaBuffer&>(buffer).pointer() + offset,
-                                 data.size(), stream_),
-            "cuMemcpyDtoHAsync", absl::StrCat(data.size(), " bytes"));
+    if (absl::Status s =
+            cu_status(cu,
+                      cu.cuMemcpyDtoHAsync(
+                          data.data(), static_cast<const CudaBuffer&>(buffer).pointer() + offset,
+                          data.size(), stream_),
+                      "cuMemcpyDtoHAsync", absl::StrCat(data.size(), " bytes"));
         !s.ok()) {
       return s;
     }

@@ -42,8 +42,8 @@ struct HiddenSlot {
 };
 
 struct KernargLayout {
-  std::string kernel;  // for messages
-  uint32_t size = 0;   // bytes of the segment
+  std::string kernel;                // for messages
+  uint32_t size = 0;                 // bytes of the segment
   uint32_t context_offset = 0;       // kad_context, sizeof(LaunchContext) bytes
   uint32_t group_segment_fixed = 0;  // static group memory; local arguments follow it
   std::vector<KernargSlot> args;     // the user's arguments, in order

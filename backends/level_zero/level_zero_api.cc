@@ -16,7 +16,7 @@ absl::StatusOr<LevelZeroApi> load_loader(const char* library) {
   LevelZeroApi api;
   api.origin = library;
 #define KAD_LOAD_FUNCTION(name)                                                 \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name));       \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name));        \
   if (api.name == nullptr) {                                                    \
     return absl::InternalError(absl::StrCat(library, " has no symbol " #name)); \
   }

@@ -10,41 +10,41 @@
 #include "absl/status/statusor.h"
 
 // Every function, once: declaration, loading and tests use this list.
-#define KAD_LEVEL_ZERO_FUNCTIONS(X)        \
-  X(zeInit)                                \
-  X(zeDriverGet)                           \
-  X(zeDriverGetProperties)                 \
-  X(zeDriverGetApiVersion)                 \
-  X(zeDeviceGet)                           \
-  X(zeDeviceGetProperties)                 \
-  X(zeDeviceGetComputeProperties)          \
-  X(zeDeviceGetMemoryProperties)           \
-  X(zeDeviceGetModuleProperties)           \
-  X(zeDeviceGetCommandQueueGroupProperties)\
-  X(zeContextCreate)                       \
-  X(zeContextDestroy)                      \
-  X(zeMemAllocDevice)                      \
-  X(zeMemFree)                             \
-  X(zeModuleCreate)                        \
-  X(zeModuleDestroy)                       \
-  X(zeModuleBuildLogGetString)             \
-  X(zeModuleBuildLogDestroy)               \
-  X(zeKernelCreate)                        \
-  X(zeKernelDestroy)                       \
-  X(zeKernelGetProperties)                 \
-  X(zeKernelSuggestGroupSize)              \
-  X(zeKernelSetGroupSize)                  \
-  X(zeKernelSetArgumentValue)              \
-  X(zeCommandListCreateImmediate)          \
-  X(zeCommandListDestroy)                  \
-  X(zeCommandListAppendLaunchKernel)       \
-  X(zeCommandListAppendMemoryCopy)         \
-  X(zeEventPoolCreate)                     \
-  X(zeEventPoolDestroy)                    \
-  X(zeEventCreate)                         \
-  X(zeEventDestroy)                        \
-  X(zeEventHostSynchronize)                \
-  X(zeEventHostSignal)                     \
+#define KAD_LEVEL_ZERO_FUNCTIONS(X)         \
+  X(zeInit)                                 \
+  X(zeDriverGet)                            \
+  X(zeDriverGetProperties)                  \
+  X(zeDriverGetApiVersion)                  \
+  X(zeDeviceGet)                            \
+  X(zeDeviceGetProperties)                  \
+  X(zeDeviceGetComputeProperties)           \
+  X(zeDeviceGetMemoryProperties)            \
+  X(zeDeviceGetModuleProperties)            \
+  X(zeDeviceGetCommandQueueGroupProperties) \
+  X(zeContextCreate)                        \
+  X(zeContextDestroy)                       \
+  X(zeMemAllocDevice)                       \
+  X(zeMemFree)                              \
+  X(zeModuleCreate)                         \
+  X(zeModuleDestroy)                        \
+  X(zeModuleBuildLogGetString)              \
+  X(zeModuleBuildLogDestroy)                \
+  X(zeKernelCreate)                         \
+  X(zeKernelDestroy)                        \
+  X(zeKernelGetProperties)                  \
+  X(zeKernelSuggestGroupSize)               \
+  X(zeKernelSetGroupSize)                   \
+  X(zeKernelSetArgumentValue)               \
+  X(zeCommandListCreateImmediate)           \
+  X(zeCommandListDestroy)                   \
+  X(zeCommandListAppendLaunchKernel)        \
+  X(zeCommandListAppendMemoryCopy)          \
+  X(zeEventPoolCreate)                      \
+  X(zeEventPoolDestroy)                     \
+  X(zeEventCreate)                          \
+  X(zeEventDestroy)                         \
+  X(zeEventHostSynchronize)                 \
+  X(zeEventHostSignal)                      \
   X(zeEventHostReset)
 
 namespace kad::level_zero {

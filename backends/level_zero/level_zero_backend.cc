@@ -33,8 +33,7 @@ BackendDiscovery discover(const DiscoveryOptions& options) {
   BackendDiscovery out;
   absl::StatusOr<LevelZeroApi> loaded = load_loader(options.loader);
   if (!loaded.ok()) {
-    out.log.push_back(
-        absl::StrCat("level_zero: loader unavailable: ", loaded.status().message()));
+    out.log.push_back(absl::StrCat("level_zero: loader unavailable: ", loaded.status().message()));
     return out;
   }
   auto api = std::make_shared<const LevelZeroApi>(*std::move(loaded));
@@ -48,8 +47,8 @@ BackendDiscovery discover(const DiscoveryOptions& options) {
   uint32_t driver_count = 0;
   ze_result_t r = api->zeDriverGet(&driver_count, nullptr);
   if (r != ZE_RESULT_SUCCESS || driver_count == 0) {
-    out.log.push_back(absl::StrFormat("level_zero: no driver: zeDriverGet lists none (%s)",
-                                      result_name(r)));
+    out.log.push_back(
+        absl::StrFormat("level_zero: no driver: zeDriverGet lists none (%s)", result_name(r)));
     return out;
   }
   std::vector<ze_driver_handle_t> drivers(driver_count);

@@ -29,9 +29,9 @@ absl::StatusOr<uint32_t> find_compute_ordinal(const LevelZeroApi& api, ze_device
   }
   std::vector<ze_command_queue_group_properties_t> groups(count);
   for (auto& g : groups) g.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_GROUP_PROPERTIES;
-  if (absl::Status s = ze_status(
-          api.zeDeviceGetCommandQueueGroupProperties(dev, &count, groups.data()),
-          "zeDeviceGetCommandQueueGroupProperties");
+  if (absl::Status s =
+          ze_status(api.zeDeviceGetCommandQueueGroupProperties(dev, &count, groups.data()),
+                    "zeDeviceGetCommandQueueGroupProperties");
       !s.ok()) {
     return s;
   }
@@ -67,8 +67,8 @@ std::string vendor_name(uint32_t vendor_id) {
 }
 
 // Fills everything but the id and the backend from the driver's properties.
-absl::Status query_info(const LevelZeroApi& api, ze_driver_handle_t driver,
-                        ze_device_handle_t dev, DeviceInfo* info) {
+absl::Status query_info(const LevelZeroApi& api, ze_driver_handle_t driver, ze_device_handle_t dev,
+                        DeviceInfo* info) {
   ze_device_properties_t props{};
   props.stype = ZE_STRUCTURE_TYPE_DEVICE_PROPERTIES;
   ze_device_compute_properties_t compute{};
@@ -93,12 +93,12 @@ absl::Status query_info(const LevelZeroApi& api, ze_driver_handle_t driver,
   info->vendor = vendor_name(props.vendorId);
   info->platform = absl::StrFormat("Level Zero %d.%d", ZE_MAJOR_VERSION(api_version),
                                    ZE_MINOR_VERSION(api_version));
-  info->driver_version = absl::StrFormat("%d (0x%08x)", driver_props.driverVersion,
-                                         driver_props.driverVersion);
+  info->driver_version =
+      absl::StrFormat("%d (0x%08x)", driver_props.driverVersion, driver_props.driverVersion);
   // The driver builds SPIR-V that kad's toolchain made: both are in the key.
-  info->toolchain_version = absl::StrFormat(
-      "%s; SPIR-V %d.%d", KernelLowering::shared().version(),
-      ZE_MAJOR_VERSION(module.spirvVersionSupported), ZE_MINOR_VERSION(module.spirvVersionSupported));
+  info->toolchain_version = absl::StrFormat("%s; SPIR-V %d.%d", KernelLowering::shared().version(),
+                                            ZE_MAJOR_VERSION(module.spirvVersionSupported),
+                                            ZE_MINOR_VERSION(module.spirvVersionSupported));
   info->is_cpu = props.type == ZE_DEVICE_TYPE_CPU;
   // Device memory (zeMemAllocDevice) is never host memory kad could share
   // with a client, even on an integrated GPU.
@@ -107,8 +107,7 @@ absl::Status query_info(const LevelZeroApi& api, ze_driver_handle_t driver,
 
   DeviceLimits& limits = info->limits;
   limits.max_workgroup_size = compute.maxTotalGroupSize;
-  limits.max_workgroup_dims = {compute.maxGroupSizeX, compute.maxGroupSizeY,
-                               compute.maxGroupSizeZ};
+  limits.max_workgroup_dims = {compute.maxGroupSizeX, compute.maxGroupSizeY, compute.maxGroupSizeZ};
   limits.max_groups = {compute.maxGroupCountX, compute.maxGroupCountY, compute.maxGroupCountZ};
   limits.compute_units = std::max<uint64_t>(
       1, uint64_t{props.numSlices} * props.numSubslicesPerSlice * props.numEUsPerSubslice);
@@ -191,9 +190,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> LevelZeroDevice::compile(
   absl::StatusOr<std::string> spirv =
       KernelLowering::shared().lower(request, CodeTarget::kSpirv, "");
   if (!spirv.ok()) {
-    return absl::Status(spirv.status().code(),
-                        absl::StrFormat("%s (%s): %s", info_.id, info_.name,
-                                        spirv.status().message()));
+    return absl::Status(spirv.status().code(), absl::StrFormat("%s (%s): %s", info_.id, info_.name,
+                                                               spirv.status().message()));
   }
   absl::StatusOr<std::unique_ptr<LevelZeroKernel>> k =
       LevelZeroKernel::build(*this, request, *spirv);

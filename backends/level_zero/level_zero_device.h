@@ -16,8 +16,8 @@ class LevelZeroDevice final : public Device {
  public:
   // Queries the device's limits once and creates its context.
   static absl::StatusOr<std::unique_ptr<LevelZeroDevice>> create(
-      std::shared_ptr<const LevelZeroApi> api, ze_driver_handle_t driver,
-      ze_device_handle_t device, std::string id);
+      std::shared_ptr<const LevelZeroApi> api, ze_driver_handle_t driver, ze_device_handle_t device,
+      std::string id);
   ~LevelZeroDevice() override;
 
   const DeviceInfo& info() const override { return info_; }

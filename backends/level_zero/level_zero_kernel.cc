@@ -32,8 +32,8 @@ absl::StatusOr<std::unique_ptr<LevelZeroKernel>> LevelZeroKernel::build(
     LevelZeroDevice& device, const CompileRequest& request, absl::string_view spirv) {
   const LevelZeroApi& api = device.api();
   const KernelSignature& sig = request.signature;
-  const std::string where = absl::StrFormat("kernel `%s` on %s (%s)", sig.entry, device.info().id,
-                                            device.info().name);
+  const std::string where =
+      absl::StrFormat("kernel `%s` on %s (%s)", sig.entry, device.info().id, device.info().name);
   std::unique_ptr<LevelZeroKernel> k(new LevelZeroKernel(device, sig.entry));
   DriverScope driver;
 
@@ -52,8 +52,7 @@ absl::StatusOr<std::unique_ptr<LevelZeroKernel>> LevelZeroKernel::build(
   if (r != ZE_RESULT_SUCCESS) {
     k->module_ = nullptr;
     return ze_status(r, "zeModuleCreate",
-                     build_log.empty() ? where
-                                       : absl::StrCat(where, "; build log:\n", build_log));
+                     build_log.empty() ? where : absl::StrCat(where, "; build log:\n", build_log));
   }
 
   ze_kernel_desc_t kernel_desc{};

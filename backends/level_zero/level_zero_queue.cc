@@ -28,9 +28,9 @@ absl::StatusOr<std::unique_ptr<LevelZeroQueue>> LevelZeroQueue::create(LevelZero
   pool_desc.flags = ZE_EVENT_POOL_FLAG_HOST_VISIBLE;
   pool_desc.count = kRing;
   ze_device_handle_t handle = device.handle();
-  if (absl::Status s = ze_status(api.zeEventPoolCreate(device.context(), &pool_desc, 1, &handle,
-                                                       &q->pool_),
-                                 "zeEventPoolCreate", id);
+  if (absl::Status s =
+          ze_status(api.zeEventPoolCreate(device.context(), &pool_desc, 1, &handle, &q->pool_),
+                    "zeEventPoolCreate", id);
       !s.ok()) {
     q->pool_ = nullptr;
     return s;
@@ -59,9 +59,8 @@ absl::StatusOr<std::unique_ptr<LevelZeroQueue>> LevelZeroQueue::create(LevelZero
   queue_desc.index = 0;
   queue_desc.mode = ZE_COMMAND_QUEUE_MODE_ASYNCHRONOUS;
   queue_desc.priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL;
-  if (absl::Status s = ze_status(api.zeCommandListCreateImmediate(device.context(),
-                                                                  device.handle(), &queue_desc,
-                                                                  &q->list_),
+  if (absl::Status s = ze_status(api.zeCommandListCreateImmediate(device.context(), device.handle(),
+                                                                  &queue_desc, &q->list_),
                                  "zeCommandListCreateImmediate", id);
       !s.ok()) {
     q->list_ = nullptr;
@@ -174,10 +173,9 @@ absl::StatusOr<EventId> LevelZeroQueue::enqueue_kernel(CompiledKernel& compiled,
     abandon(slot);
     return ze_status(
         r, "zeCommandListAppendLaunchKernel",
-        absl::StrFormat("kernel `%s`, group size (%d, %d, %d), groups (%d, %d, %d)",
-                        kernel.name(), grid.group_size[0], grid.group_size[1],
-                        grid.group_size[2], grid.groups.groupCountX, grid.groups.groupCountY,
-                        grid.groups.groupCountZ));
+        absl::StrFormat("kernel `%s`, group size (%d, %d, %d), groups (%d, %d, %d)", kernel.name(),
+                        grid.group_size[0], grid.group_size[1], grid.group_size[2],
+                        grid.groups.groupCountX, grid.groups.groupCountY, grid.groups.groupCountZ));
   }
   commit(slot);
   return slot.id;

@@ -65,8 +65,8 @@ absl::string_view result_name(ze_result_t result) {
 
 absl::Status ze_status(ze_result_t result, absl::string_view call, absl::string_view context) {
   if (result == ZE_RESULT_SUCCESS) return absl::OkStatus();
-  std::string message = absl::StrFormat("%s: %s (0x%08x)", call, result_name(result),
-                                        static_cast<uint32_t>(result));
+  std::string message =
+      absl::StrFormat("%s: %s (0x%08x)", call, result_name(result), static_cast<uint32_t>(result));
   if (!context.empty()) absl::StrAppend(&message, ": ", context);
   switch (result) {
     case ZE_RESULT_ERROR_OUT_OF_HOST_MEMORY:

@@ -17,7 +17,6 @@ absl::string_view result_name(ze_result_t result);
 // "<call>: <result name> (0x<hex>)[: context]" whose code follows the result
 // (out of memory -> RESOURCE_EXHAUSTED, device lost -> UNAVAILABLE, a bad
 // kernel name -> NOT_FOUND, invalid sizes and build failures -> INVALID_ARGUMENT).
-absl::Status ze_status(ze_result_t result, absl::string_view call,
-                       absl::string_view context = {});
+absl::Status ze_status(ze_result_t result, absl::string_view call, absl::string_view context = {});
 
 }  // namespace kad::level_zero

@@ -15,10 +15,10 @@ absl::StatusOr<OpenClApi> load_icd_loader(const char* library) {
   }
   OpenClApi api;
   api.origin = library;
-#define KAD_LOAD_FUNCTION(name)                                                       \
-  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name));             \
-  if (api.name == nullptr) {                                                          \
-    return absl::InternalError(absl::StrCat(library, " has no symbol " #name));       \
+#define KAD_LOAD_FUNCTION(name)                                                 \
+  api.name = reinterpret_cast<decltype(api.name)>(dlsym(handle, #name));        \
+  if (api.name == nullptr) {                                                    \
+    return absl::InternalError(absl::StrCat(library, " has no symbol " #name)); \
   }
   KAD_OPENCL_FUNCTIONS(KAD_LOAD_FUNCTION)
 #undef KAD_LOAD_FUNCTION
@@ -38,8 +38,7 @@ absl::StatusOr<EmbeddedPlatform> load_embedded_pocl(const char* library) {
     return absl::InternalError(absl::StrCat(library, " has no clGetExtensionFunctionAddress"));
   }
   using IcdGetPlatformIds = cl_int (*)(cl_uint, cl_platform_id*, cl_uint*);
-  auto get_platforms =
-      reinterpret_cast<IcdGetPlatformIds>(get_extension("clIcdGetPlatformIDsKHR"));
+  auto get_platforms = reinterpret_cast<IcdGetPlatformIds>(get_extension("clIcdGetPlatformIDsKHR"));
   if (get_platforms == nullptr) {
     return absl::InternalError(absl::StrCat(library, " does not provide clIcdGetPlatformIDsKHR"));
   }
@@ -51,9 +50,9 @@ absl::StatusOr<EmbeddedPlatform> load_embedded_pocl(const char* library) {
   // Every ICD object starts with a pointer to its vendor's dispatch table.
   const cl_icd_dispatch* dispatch = *reinterpret_cast<cl_icd_dispatch* const*>(out.platform);
   out.api.origin = absl::StrCat(library, " (embedded)");
-#define KAD_COPY_FUNCTION(name)                                                          \
-  out.api.name = reinterpret_cast<decltype(out.api.name)>(dispatch->name);               \
-  if (out.api.name == nullptr) {                                                         \
+#define KAD_COPY_FUNCTION(name)                                                           \
+  out.api.name = reinterpret_cast<decltype(out.api.name)>(dispatch->name);                \
+  if (out.api.name == nullptr) {                                                          \
     return absl::InternalError(absl::StrCat(library, "'s dispatch table has no " #name)); \
   }
   KAD_OPENCL_FUNCTIONS(KAD_COPY_FUNCTION)

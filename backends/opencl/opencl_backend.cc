@@ -19,8 +19,8 @@ void add_platform(std::shared_ptr<const OpenClApi> api, cl_platform_id platform,
   cl_uint count = 0;
   cl_int err = api->clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count);
   if (err != CL_SUCCESS || count == 0) {
-    out->log.push_back(absl::StrCat("opencl: platform \"", name, "\" has no device (",
-                                    error_name(err), ")"));
+    out->log.push_back(
+        absl::StrCat("opencl: platform \"", name, "\" has no device (", error_name(err), ")"));
     return;
   }
   std::vector<cl_device_id> ids(count);
@@ -71,8 +71,8 @@ Discovery discover(const DiscoveryOptions& options) {
     cl_uint count = 0;
     cl_int err = api->clGetPlatformIDs(0, nullptr, &count);
     if (err != CL_SUCCESS || count == 0) {
-      out.log.push_back(absl::StrCat("opencl: the ICD loader lists no platform (",
-                                     error_name(err), ")"));
+      out.log.push_back(
+          absl::StrCat("opencl: the ICD loader lists no platform (", error_name(err), ")"));
     } else {
       std::vector<cl_platform_id> platforms(count);
       api->clGetPlatformIDs(count, platforms.data(), nullptr);
@@ -87,8 +87,7 @@ Discovery discover(const DiscoveryOptions& options) {
   if (have_pocl || options.embedded_pocl == nullptr) return out;
   absl::StatusOr<EmbeddedPlatform> pocl = load_embedded_pocl(options.embedded_pocl);
   if (!pocl.ok()) {
-    out.log.push_back(
-        absl::StrCat("opencl: embedded PoCL unavailable: ", pocl.status().message()));
+    out.log.push_back(absl::StrCat("opencl: embedded PoCL unavailable: ", pocl.status().message()));
     return out;
   }
   auto api = std::make_shared<const OpenClApi>(std::move(pocl->api));

@@ -31,7 +31,8 @@ absl::StatusOr<T> device_value(const OpenClApi& api, cl_device_id device, cl_dev
 
 absl::Status query_limits(const OpenClApi& api, cl_device_id dev, DeviceLimits* limits) {
   absl::StatusOr<size_t> wg = device_value<size_t>(api, dev, CL_DEVICE_MAX_WORK_GROUP_SIZE);
-  absl::StatusOr<cl_uint> dims = device_value<cl_uint>(api, dev, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS);
+  absl::StatusOr<cl_uint> dims =
+      device_value<cl_uint>(api, dev, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS);
   absl::StatusOr<cl_uint> units = device_value<cl_uint>(api, dev, CL_DEVICE_MAX_COMPUTE_UNITS);
   absl::StatusOr<cl_ulong> global = device_value<cl_ulong>(api, dev, CL_DEVICE_GLOBAL_MEM_SIZE);
   absl::StatusOr<cl_ulong> alloc = device_value<cl_ulong>(api, dev, CL_DEVICE_MAX_MEM_ALLOC_SIZE);
@@ -73,10 +74,12 @@ absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
   info.name = query_string(api->clGetDeviceInfo, device, CL_DEVICE_NAME);
   info.vendor = query_string(api->clGetDeviceInfo, device, CL_DEVICE_VENDOR);
   info.platform = query_string(api->clGetPlatformInfo, platform, CL_PLATFORM_NAME);
-  info.driver_version = absl::StrCat(query_string(api->clGetPlatformInfo, platform, CL_PLATFORM_VERSION), "; ",
-                                     query_string(api->clGetDeviceInfo, device, CL_DRIVER_VERSION));
-  info.toolchain_version = absl::StrCat(query_string(api->clGetDeviceInfo, device, CL_DEVICE_VERSION), "; ",
-                                        query_string(api->clGetDeviceInfo, device, CL_DEVICE_OPENCL_C_VERSION));
+  info.driver_version =
+      absl::StrCat(query_string(api->clGetPlatformInfo, platform, CL_PLATFORM_VERSION), "; ",
+                   query_string(api->clGetDeviceInfo, device, CL_DRIVER_VERSION));
+  info.toolchain_version =
+      absl::StrCat(query_string(api->clGetDeviceInfo, device, CL_DEVICE_VERSION), "; ",
+                   query_string(api->clGetDeviceInfo, device, CL_DEVICE_OPENCL_C_VERSION));
   absl::StatusOr<cl_device_type> type = device_value<cl_device_type>(*api, device, CL_DEVICE_TYPE);
   if (!type.ok()) return type.status();
   info.is_cpu = (*type & CL_DEVICE_TYPE_CPU) != 0;
@@ -157,9 +160,8 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
           KernelLowering::shared().lower(request, CodeTarget::kSpir, "");
       if (!spir.ok()) {
         return absl::Status(spir.status().code(),
-                            absl::StrFormat("kernel `%s` on device %s: %s",
-                                            request.signature.entry, info_.id,
-                                            spir.status().message()));
+                            absl::StrFormat("kernel `%s` on device %s: %s", request.signature.entry,
+                                            info_.id, spir.status().message()));
       }
       k = OpenClKernel::build(*this, request, {ProgramKind::kSpir, *spir});
       break;

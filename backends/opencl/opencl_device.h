@@ -13,9 +13,9 @@ namespace kad::opencl {
 class OpenClDevice final : public Device {
  public:
   // Queries the device's limits once and creates its context.
-  static absl::StatusOr<std::unique_ptr<OpenClDevice>> create(
-      std::shared_ptr<const OpenClApi> api, cl_platform_id platform, cl_device_id device,
-      std::string id);
+  static absl::StatusOr<std::unique_ptr<OpenClDevice>> create(std::shared_ptr<const OpenClApi> api,
+                                                              cl_platform_id platform,
+                                                              cl_device_id device, std::string id);
   ~OpenClDevice() override;
 
   const DeviceInfo& info() const override { return info_; }

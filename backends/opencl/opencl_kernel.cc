@@ -16,9 +16,9 @@ namespace {
 // signature, so that a wrong declaration fails at compile time, by name.
 absl::Status check_parameters(const OpenClApi& api, cl_kernel k, const KernelSignature& sig) {
   cl_uint count = 0;
-  if (absl::Status s = cl_status(
-          api.clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr),
-          "clGetKernelInfo(CL_KERNEL_NUM_ARGS)");
+  if (absl::Status s =
+          cl_status(api.clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr),
+                    "clGetKernelInfo(CL_KERNEL_NUM_ARGS)");
       !s.ok()) {
     return s;
   }
@@ -32,7 +32,8 @@ absl::Status check_parameters(const OpenClApi& api, cl_kernel k, const KernelSig
                              nullptr) != CL_SUCCESS) {
     return absl::OkStatus();  // this driver keeps no argument info: launch-time checks remain
   }
-  if (std::string type = query_string(api.clGetKernelArgInfo, k, 0, CL_KERNEL_ARG_TYPE_NAME); type != "kad_context") {
+  if (std::string type = query_string(api.clGetKernelArgInfo, k, 0, CL_KERNEL_ARG_TYPE_NAME);
+      type != "kad_context") {
     return absl::InvalidArgumentError(absl::StrFormat(
         "kernel `%s`: the first parameter must be KAD_CONTEXT, not `%s`", sig.entry, type));
   }
@@ -105,12 +106,12 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
   if (err != CL_SUCCESS) {
     return absl::InvalidArgumentError(absl::StrFormat(
         "kernel `%s` did not compile for device %s (%s, options `%s`):\n%s", sig.entry,
-        device.info().id, error_name(err), options, query_string(api.clGetProgramBuildInfo, k->program_, id, CL_PROGRAM_BUILD_LOG)));
+        device.info().id, error_name(err), options,
+        query_string(api.clGetProgramBuildInfo, k->program_, id, CL_PROGRAM_BUILD_LOG)));
   }
   k->kernel_ = api.clCreateKernel(k->program_, sig.entry.c_str(), &err);
   if (err == CL_INVALID_KERNEL_NAME) {
-    return absl::NotFoundError(
-        absl::StrFormat("module has no kernel named `%s`", sig.entry));
+    return absl::NotFoundError(absl::StrFormat("module has no kernel named `%s`", sig.entry));
   }
   if (absl::Status s = cl_status(err, "clCreateKernel", sig.entry); !s.ok()) return s;
   if (absl::Status s = check_parameters(api, k->kernel_, sig); !s.ok()) return s;
@@ -122,9 +123,9 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
                                                              sizeof(max_items), &max_items},
         {CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE, sizeof(multiple), &multiple},
         {CL_KERNEL_LOCAL_MEM_SIZE, sizeof(local), &local}}) {
-    if (absl::Status s = cl_status(api.clGetKernelWorkGroupInfo(k->kernel_, id, what, size, out,
-                                                                nullptr),
-                                   "clGetKernelWorkGroupInfo", sig.entry);
+    if (absl::Status s =
+            cl_status(api.clGetKernelWorkGroupInfo(k->kernel_, id, what, size, out, nullptr),
+                      "clGetKernelWorkGroupInfo", sig.entry);
         !s.ok()) {
       return s;
     }

@@ -72,10 +72,10 @@ absl::StatusOr<EventId> OpenClQueue::enqueue_kernel(CompiledKernel& compiled,
   cl_event event = nullptr;
   err = api.clEnqueueNDRangeKernel(queue_, k, 3, nullptr, global, local, 0, nullptr, &event);
   if (err != CL_SUCCESS) {
-    return cl_status(err, "clEnqueueNDRangeKernel",
-                     absl::StrFormat("kernel `%s`, global (%d, %d, %d), local (%d, %d, %d)",
-                                     kernel.name(), global[0], global[1], global[2], local[0],
-                                     local[1], local[2]));
+    return cl_status(
+        err, "clEnqueueNDRangeKernel",
+        absl::StrFormat("kernel `%s`, global (%d, %d, %d), local (%d, %d, %d)", kernel.name(),
+                        global[0], global[1], global[2], local[0], local[1], local[2]));
   }
   api.clFlush(queue_);  // start now: the caller may wait much later
   return record(event);
@@ -86,10 +86,10 @@ absl::Status OpenClQueue::write_buffer(Buffer& buffer, uint64_t offset,
   if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
   if (data.empty()) return absl::OkStatus();
   DriverScope driver;
-  return cl_status(device_.api().clEnqueueWriteBuffer(
-                       queue_, static_cast<OpenClBuffer&>(buffer).mem(), CL_TRUE, offset,
-                       data.size(), data.data(), 0, nullptr, nullptr),
-                   "clEnqueueWriteBuffer");
+  return cl_status(
+      device_.api().clEnqueueWriteBuffer(queue_, static_cast<OpenClBuffer&>(buffer).mem(), CL_TRUE,
+                                         offset, data.size(), data.data(), 0, nullptr, nullptr),
+      "clEnqueueWriteBuffer");
 }
 
 absl::Status OpenClQueue::read_buffer(const Buffer& buffer, uint64_t offset,

@@ -1,9 +1,8 @@
 // Turns an OpenCL error code into a status naming the call and the error.
 #pragma once
 
-#include "absl/strings/string_view.h"
-
 #include "absl/status/status.h"
+#include "absl/strings/string_view.h"
 #include "backends/opencl/cl.h"
 
 namespace kad::opencl {

@@ -32,7 +32,8 @@ int fail(const absl::Status& s) {
 std::string address(int argc, char** argv) {
   if (argc > 1) return argv[1];
   if (const char* a = std::getenv("KAD_ADDRESS"); a && *a) return a;
-  return geteuid() == 0 ? "unix:/run/kad/kad.sock" : absl::StrFormat("unix:/tmp/kad-%d.sock", geteuid());
+  return geteuid() == 0 ? "unix:/run/kad/kad.sock"
+                        : absl::StrFormat("unix:/tmp/kad-%d.sock", geteuid());
 }
 
 }  // namespace

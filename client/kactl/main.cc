@@ -71,14 +71,14 @@ int cmd_devices(kad::Client& client, bool json) {
     absl::PrintF("[%s]\n", absl::StrJoin(items, ",").c_str());
     return 0;
   }
-  absl::PrintF("%-18s %-8s %-10s %-8s %-10s %s\n", "ID", "BACKEND", "WORKGROUP", "UNITS",
-              "MEMORY", "NAME");
+  absl::PrintF("%-18s %-8s %-10s %-8s %-10s %s\n", "ID", "BACKEND", "WORKGROUP", "UNITS", "MEMORY",
+               "NAME");
   for (const auto& d : *devices) {
     absl::PrintF("%-18s %-8s %-10llu %-8llu %-10s %s%s\n", d.id.c_str(), d.backend.c_str(),
-                static_cast<unsigned long long>(d.max_workgroup_size),
-                static_cast<unsigned long long>(d.compute_units),
-                absl::StrFormat("%d MiB", d.global_memory_bytes >> 20).c_str(), d.name.c_str(),
-                d.is_default ? " (default)" : "");
+                 static_cast<unsigned long long>(d.max_workgroup_size),
+                 static_cast<unsigned long long>(d.compute_units),
+                 absl::StrFormat("%d MiB", d.global_memory_bytes >> 20).c_str(), d.name.c_str(),
+                 d.is_default ? " (default)" : "");
   }
   return 0;
 }
@@ -89,42 +89,39 @@ int cmd_status(kad::Client& client, bool json) {
   if (json) {
     std::vector<std::string> devices;
     for (const auto& d : s->devices) {
-      devices.push_back(absl::StrFormat(
-          R"({"id":"%s","launches":%d,"buffers":%d,"buffer_bytes":%d,"queues":%d})",
-          json_escape(d.id), d.launches, d.buffers, d.buffer_bytes, d.queues));
+      devices.push_back(
+          absl::StrFormat(R"({"id":"%s","launches":%d,"buffers":%d,"buffer_bytes":%d,"queues":%d})",
+                          json_escape(d.id), d.launches, d.buffers, d.buffer_bytes, d.queues));
     }
-    absl::PrintF(
-        R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
-        R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
-        R"("launches":%d,"queue_depth":%d,"draining":%s,"devices":[%s]})"
-        "\n",
-        s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
-        s->cache_entries, s->cache_hits, s->cache_compilations, s->launches, s->queue_depth,
-        s->draining ? "true" : "false", absl::StrJoin(devices, ","));
+    absl::PrintF(R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
+                 R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
+                 R"("launches":%d,"queue_depth":%d,"draining":%s,"devices":[%s]})"
+                 "\n",
+                 s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
+                 s->cache_entries, s->cache_hits, s->cache_compilations, s->launches,
+                 s->queue_depth, s->draining ? "true" : "false", absl::StrJoin(devices, ","));
     return 0;
   }
   absl::PrintF("sessions   %llu open (this one included), %llu opened in all\n",
-              static_cast<unsigned long long>(s->sessions),
-              static_cast<unsigned long long>(s->sessions_opened));
-  absl::PrintF("objects    %llu buffers, %llu modules, %llu kernels, %llu queues\n",
-              static_cast<unsigned long long>(s->buffers),
-              static_cast<unsigned long long>(s->modules),
-              static_cast<unsigned long long>(s->kernels),
-              static_cast<unsigned long long>(s->queues));
+               static_cast<unsigned long long>(s->sessions),
+               static_cast<unsigned long long>(s->sessions_opened));
+  absl::PrintF(
+      "objects    %llu buffers, %llu modules, %llu kernels, %llu queues\n",
+      static_cast<unsigned long long>(s->buffers), static_cast<unsigned long long>(s->modules),
+      static_cast<unsigned long long>(s->kernels), static_cast<unsigned long long>(s->queues));
   absl::PrintF("cache      %llu entries, %llu hits, %llu compilations\n",
-              static_cast<unsigned long long>(s->cache_entries),
-              static_cast<unsigned long long>(s->cache_hits),
-              static_cast<unsigned long long>(s->cache_compilations));
+               static_cast<unsigned long long>(s->cache_entries),
+               static_cast<unsigned long long>(s->cache_hits),
+               static_cast<unsigned long long>(s->cache_compilations));
   absl::PrintF("launches   %llu, %llu not yet waited for%s\n",
                static_cast<unsigned long long>(s->launches),
                static_cast<unsigned long long>(s->queue_depth), s->draining ? " (draining)" : "");
   absl::PrintF("%-18s %-10s %-8s %-12s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES", "QUEUES");
   for (const auto& d : s->devices) {
-    absl::PrintF("%-18s %-10llu %-8llu %-12llu %llu\n", d.id.c_str(),
-                static_cast<unsigned long long>(d.launches),
-                static_cast<unsigned long long>(d.buffers),
-                static_cast<unsigned long long>(d.buffer_bytes),
-                static_cast<unsigned long long>(d.queues));
+    absl::PrintF(
+        "%-18s %-10llu %-8llu %-12llu %llu\n", d.id.c_str(),
+        static_cast<unsigned long long>(d.launches), static_cast<unsigned long long>(d.buffers),
+        static_cast<unsigned long long>(d.buffer_bytes), static_cast<unsigned long long>(d.queues));
   }
   return 0;
 }
@@ -138,9 +135,9 @@ struct TypeInfo {
   bool floating;
 };
 constexpr TypeInfo kTypes[] = {
-    {"int", ScalarType::kI32, 4, false},    {"uint", ScalarType::kU32, 4, false},
-    {"long", ScalarType::kI64, 8, false},   {"ulong", ScalarType::kU64, 8, false},
-    {"float", ScalarType::kF32, 4, true},   {"double", ScalarType::kF64, 8, true},
+    {"int", ScalarType::kI32, 4, false},  {"uint", ScalarType::kU32, 4, false},
+    {"long", ScalarType::kI64, 8, false}, {"ulong", ScalarType::kU64, 8, false},
+    {"float", ScalarType::kF32, 4, true}, {"double", ScalarType::kF64, 8, true},
 };
 
 const TypeInfo* find_type(const std::string& name) {
@@ -162,7 +159,8 @@ struct BufferArg {
 using RunArg = std::variant<BufferArg, Arg>;
 
 absl::StatusOr<std::pair<double, double>> parse_init(const std::string& expr) {
-  static const std::regex linear(R"(^\s*(?:([-+]?[0-9.eE+-]+)\s*\*\s*)?i\s*(?:([-+])\s*([0-9.eE+-]+))?\s*$)");
+  static const std::regex linear(
+      R"(^\s*(?:([-+]?[0-9.eE+-]+)\s*\*\s*)?i\s*(?:([-+])\s*([0-9.eE+-]+))?\s*$)");
   static const std::regex constant(R"(^\s*([-+]?[0-9.eE+-]+)\s*$)");
   std::smatch m;
   if (std::regex_match(expr, m, linear)) {
@@ -197,14 +195,20 @@ absl::StatusOr<RunArg> parse_arg(const std::string& spec) {
       const TypeInfo* t = find_type(parts[0]);
       if (t != nullptr) {
         switch (t->type) {
-          case ScalarType::kI32: return RunArg(Arg::scalar<int32_t>(std::stoi(parts[1])));
+          case ScalarType::kI32:
+            return RunArg(Arg::scalar<int32_t>(std::stoi(parts[1])));
           case ScalarType::kU32:
             return RunArg(Arg::scalar<uint32_t>(static_cast<uint32_t>(std::stoul(parts[1]))));
-          case ScalarType::kI64: return RunArg(Arg::scalar<int64_t>(std::stoll(parts[1])));
-          case ScalarType::kU64: return RunArg(Arg::scalar<uint64_t>(std::stoull(parts[1])));
-          case ScalarType::kF32: return RunArg(Arg::scalar<float>(std::stof(parts[1])));
-          case ScalarType::kF64: return RunArg(Arg::scalar<double>(std::stod(parts[1])));
-          default: break;
+          case ScalarType::kI64:
+            return RunArg(Arg::scalar<int64_t>(std::stoll(parts[1])));
+          case ScalarType::kU64:
+            return RunArg(Arg::scalar<uint64_t>(std::stoull(parts[1])));
+          case ScalarType::kF32:
+            return RunArg(Arg::scalar<float>(std::stof(parts[1])));
+          case ScalarType::kF64:
+            return RunArg(Arg::scalar<double>(std::stod(parts[1])));
+          default:
+            break;
         }
       }
     }
@@ -222,13 +226,37 @@ std::vector<std::byte> fill(const BufferArg& b) {
     const double v = b.a * static_cast<double>(i) + b.b;
     std::byte* p = out.data() + i * b.type->size;
     switch (b.type->type) {
-      case ScalarType::kI32: { int32_t x = static_cast<int32_t>(v); std::memcpy(p, &x, 4); break; }
-      case ScalarType::kU32: { uint32_t x = static_cast<uint32_t>(v); std::memcpy(p, &x, 4); break; }
-      case ScalarType::kI64: { int64_t x = static_cast<int64_t>(v); std::memcpy(p, &x, 8); break; }
-      case ScalarType::kU64: { uint64_t x = static_cast<uint64_t>(v); std::memcpy(p, &x, 8); break; }
-      case ScalarType::kF32: { float x = static_cast<float>(v); std::memcpy(p, &x, 4); break; }
-      case ScalarType::kF64: { std::memcpy(p, &v, 8); break; }
-      default: break;
+      case ScalarType::kI32: {
+        int32_t x = static_cast<int32_t>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case ScalarType::kU32: {
+        uint32_t x = static_cast<uint32_t>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case ScalarType::kI64: {
+        int64_t x = static_cast<int64_t>(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      case ScalarType::kU64: {
+        uint64_t x = static_cast<uint64_t>(v);
+        std::memcpy(p, &x, 8);
+        break;
+      }
+      case ScalarType::kF32: {
+        float x = static_cast<float>(v);
+        std::memcpy(p, &x, 4);
+        break;
+      }
+      case ScalarType::kF64: {
+        std::memcpy(p, &v, 8);
+        break;
+      }
+      default:
+        break;
     }
   }
   return out;
@@ -237,13 +265,38 @@ std::vector<std::byte> fill(const BufferArg& b) {
 double element(const BufferArg& b, const std::vector<std::byte>& data, uint64_t i) {
   const std::byte* p = data.data() + i * b.type->size;
   switch (b.type->type) {
-    case ScalarType::kI32: { int32_t x; std::memcpy(&x, p, 4); return x; }
-    case ScalarType::kU32: { uint32_t x; std::memcpy(&x, p, 4); return x; }
-    case ScalarType::kI64: { int64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case ScalarType::kU64: { uint64_t x; std::memcpy(&x, p, 8); return static_cast<double>(x); }
-    case ScalarType::kF32: { float x; std::memcpy(&x, p, 4); return x; }
-    case ScalarType::kF64: { double x; std::memcpy(&x, p, 8); return x; }
-    default: return 0;
+    case ScalarType::kI32: {
+      int32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ScalarType::kU32: {
+      uint32_t x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ScalarType::kI64: {
+      int64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case ScalarType::kU64: {
+      uint64_t x;
+      std::memcpy(&x, p, 8);
+      return static_cast<double>(x);
+    }
+    case ScalarType::kF32: {
+      float x;
+      std::memcpy(&x, p, 4);
+      return x;
+    }
+    case ScalarType::kF64: {
+      double x;
+      std::memcpy(&x, p, 8);
+      return x;
+    }
+    default:
+      return 0;
   }
 }
 
@@ -283,8 +336,8 @@ int cmd_run(kad::Client& client, const RunOptions& o, bool json) {
   auto workgroup = parse_dims(o.workgroup);
   if (!workgroup.ok()) return fail(workgroup.status());
   std::vector<RunArg> args;
-  kad::client::KernelSpec spec{o.entry, std::nullopt, std::nullopt, std::nullopt, {},
-                               o.build_options};
+  kad::client::KernelSpec spec{o.entry,      std::nullopt, std::nullopt,
+                               std::nullopt, {},           o.build_options};
   for (const std::string& a : o.args) {
     auto parsed = parse_arg(a);
     if (!parsed.ok()) return fail(parsed.status());
@@ -294,7 +347,7 @@ int cmd_run(kad::Client& client, const RunOptions& o, bool json) {
     } else {
       const Arg& x = std::get<Arg>(args.back());
       spec.args.push_back(x.kind() == Arg::Kind::kLocal ? ArgSpec::local()
-                                                         : ArgSpec::scalar_of(x.scalar_type()));
+                                                        : ArgSpec::scalar_of(x.scalar_type()));
     }
   }
 
@@ -319,8 +372,8 @@ int cmd_run(kad::Client& client, const RunOptions& o, bool json) {
   if (!kernel.ok()) return fail(kernel.status());
 
   const auto start = std::chrono::steady_clock::now();
-  auto launched = (*queue)->launch(*kernel, &*ndrange, workgroup->rank ? &*workgroup : nullptr,
-                                   launch_args);
+  auto launched =
+      (*queue)->launch(*kernel, &*ndrange, workgroup->rank ? &*workgroup : nullptr, launch_args);
   if (!launched.ok()) return fail(launched.status());
   if (auto s = (*queue)->wait(launched->event); !s.ok()) return fail(s);
   const double ms =
@@ -329,9 +382,10 @@ int cmd_run(kad::Client& client, const RunOptions& o, bool json) {
   std::vector<std::string> json_buffers;
   if (!json) {
     absl::PrintF("kernel     %s from %s\n", o.entry.c_str(), o.file.c_str());
-    absl::PrintF("launch     ndrange %s, workgroup %s, %s, %d-bit indices; %.3f ms (launch + wait)\n",
-                dims_text(*ndrange).c_str(), dims_text(launched->workgroup).c_str(),
-                launched->linear ? "linear" : "N-d grid", launched->index_bits, ms);
+    absl::PrintF(
+        "launch     ndrange %s, workgroup %s, %s, %d-bit indices; %.3f ms (launch + wait)\n",
+        dims_text(*ndrange).c_str(), dims_text(launched->workgroup).c_str(),
+        launched->linear ? "linear" : "N-d grid", launched->index_bits, ms);
   }
   for (size_t i = 0; i < args.size(); ++i) {
     const auto* b = std::get_if<BufferArg>(&args[i]);
@@ -347,13 +401,17 @@ int cmd_run(kad::Client& client, const RunOptions& o, bool json) {
     }
     if (b->count > static_cast<uint64_t>(o.show)) shown.push_back("...");
     if (json) {
-      json_buffers.push_back(absl::StrFormat(R"({"arg":%d,"type":"%s","count":%d,"sum":%.17g,"first":[%s]})",
-                                             i, b->type->name, b->count, sum,
-                                             absl::StrJoin(std::vector<std::string>(shown.begin(), shown.end() - (b->count > static_cast<uint64_t>(o.show) ? 1 : 0)), ",")));
+      json_buffers.push_back(absl::StrFormat(
+          R"({"arg":%d,"type":"%s","count":%d,"sum":%.17g,"first":[%s]})", i, b->type->name,
+          b->count, sum,
+          absl::StrJoin(
+              std::vector<std::string>(
+                  shown.begin(), shown.end() - (b->count > static_cast<uint64_t>(o.show) ? 1 : 0)),
+              ",")));
     } else {
       absl::PrintF("arg %-3zu    %s[%llu]  sum %.10g  [%s]\n", i, b->type->name,
-                  static_cast<unsigned long long>(b->count), sum,
-                  absl::StrJoin(shown, " ").c_str());
+                   static_cast<unsigned long long>(b->count), sum,
+                   absl::StrJoin(shown, " ").c_str());
     }
   }
   if (json) {
@@ -361,10 +419,12 @@ int cmd_run(kad::Client& client, const RunOptions& o, bool json) {
         R"({"kernel":"%s","ndrange":[%s],"workgroup":[%s],"linear":%s,"index_bits":%d,"ms":%.6f,"buffers":[%s]})"
         "\n",
         json_escape(o.entry),
-        absl::StrJoin(std::vector<int64_t>(ndrange->v.begin(), ndrange->v.begin() + ndrange->rank), ","),
-        absl::StrJoin(std::vector<int64_t>(launched->workgroup.v.begin(),
-                                           launched->workgroup.v.begin() + launched->workgroup.rank),
+        absl::StrJoin(std::vector<int64_t>(ndrange->v.begin(), ndrange->v.begin() + ndrange->rank),
                       ","),
+        absl::StrJoin(
+            std::vector<int64_t>(launched->workgroup.v.begin(),
+                                 launched->workgroup.v.begin() + launched->workgroup.rank),
+            ","),
         launched->linear ? "true" : "false", launched->index_bits, ms,
         absl::StrJoin(json_buffers, ","));
   }
@@ -378,8 +438,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string address;
   bool json = false;
-  app.add_option("--connect", address, "unix:PATH, tcp://HOST:PORT (default $KAD_ADDRESS, then " +
-                                           default_address() + ")");
+  app.add_option(
+      "--connect", address,
+      "unix:PATH, tcp://HOST:PORT (default $KAD_ADDRESS, then " + default_address() + ")");
   app.add_flag("--json", json, "machine-readable output");
   CLI::App* devices = app.add_subcommand("devices", "list the daemon's devices");
   CLI::App* status = app.add_subcommand("status", "the daemon's counters");

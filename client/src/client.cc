@@ -1,18 +1,16 @@
 #include "kad/client.h"
 
-#include "client/src/connection.h"
-
 #include <grpcpp/grpcpp.h>
 #include <sys/mman.h>
 
-#include <cstring>
-
 #include <algorithm>
+#include <cstring>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "client/src/connection.h"
 #include "kad/inproc.h"
 #include "kad/v1/kad.grpc.pb.h"
 
@@ -82,9 +80,9 @@ namespace {
 absl::Status check_range(const Connection::Mapping& m, uint64_t offset, uint64_t size) {
   uint64_t end;
   if (__builtin_add_overflow(offset, size, &end) || end > m.bytes) {
-    return absl::OutOfRangeError(absl::StrFormat(
-        "range of %d bytes at offset %d does not fit in a buffer of %d bytes", size, offset,
-        m.bytes));
+    return absl::OutOfRangeError(
+        absl::StrFormat("range of %d bytes at offset %d does not fit in a buffer of %d bytes", size,
+                        offset, m.bytes));
   }
   return absl::OkStatus();
 }
@@ -142,11 +140,10 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
   args.SetMaxSendMessageSize(client::kMaxMessage);
   if (absl::StartsWith(uri, "unix:")) {
     connection->unix_path = uri.substr(5);
-    connection->channel =
-        grpc::CreateCustomChannel(uri, grpc::InsecureChannelCredentials(), args);
+    connection->channel = grpc::CreateCustomChannel(uri, grpc::InsecureChannelCredentials(), args);
   } else if (connection->transport == client::TransportChoice::kShm) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "`%s`: shared memory needs a local unix: address", uri_in));
+    return absl::InvalidArgumentError(
+        absl::StrFormat("`%s`: shared memory needs a local unix: address", uri_in));
   } else if (absl::StartsWith(uri, "tcp://")) {
     connection->channel =
         grpc::CreateCustomChannel(uri.substr(6), grpc::InsecureChannelCredentials(), args);
@@ -167,8 +164,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
   request.set_client_name(std::string(name));
   connection->session_context.set_wait_for_ready(false);
   connection->session_context.set_deadline(std::chrono::system_clock::time_point::max());
-  connection->session_stream =
-      connection->stub->OpenSession(&connection->session_context, request);
+  connection->session_stream = connection->stub->OpenSession(&connection->session_context, request);
   v1::SessionEvent first;
   if (!connection->session_stream->Read(&first)) {
     absl::Status s = client::from_grpc(connection->session_stream->Finish());
@@ -293,13 +289,21 @@ absl::StatusOr<client::Module> Client::load_module(client::ModuleFormat format,
   connection_->attach(context);
   v1::LoadModuleRequest request;
   switch (format) {
-    case client::ModuleFormat::kOpenClC: request.set_format(v1::MODULE_FORMAT_OPENCL_C); break;
-    case client::ModuleFormat::kSpirv: request.set_format(v1::MODULE_FORMAT_SPIRV); break;
+    case client::ModuleFormat::kOpenClC:
+      request.set_format(v1::MODULE_FORMAT_OPENCL_C);
+      break;
+    case client::ModuleFormat::kSpirv:
+      request.set_format(v1::MODULE_FORMAT_SPIRV);
+      break;
     case client::ModuleFormat::kLlvmBitcodeSpir64:
       request.set_format(v1::MODULE_FORMAT_LLVM_BC_SPIR64);
       break;
-    case client::ModuleFormat::kPtx: request.set_format(v1::MODULE_FORMAT_PTX); break;
-    case client::ModuleFormat::kCubin: request.set_format(v1::MODULE_FORMAT_CUBIN); break;
+    case client::ModuleFormat::kPtx:
+      request.set_format(v1::MODULE_FORMAT_PTX);
+      break;
+    case client::ModuleFormat::kCubin:
+      request.set_format(v1::MODULE_FORMAT_CUBIN);
+      break;
     case client::ModuleFormat::kAmdgcnCodeObject:
       request.set_format(v1::MODULE_FORMAT_AMDGCN);
       break;

@@ -8,10 +8,9 @@
 #include <string>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/synchronization/mutex.h"
-
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "kad/client.h"
 #include "kad/v1/kad.grpc.pb.h"
 
@@ -35,7 +34,9 @@ class Connection {
   grpc::ClientContext session_context;  // the open OpenSession stream
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream;
 
-  void attach(grpc::ClientContext& context) const { context.AddMetadata("kad-session", session_id); }
+  void attach(grpc::ClientContext& context) const {
+    context.AddMetadata("kad-session", session_id);
+  }
 
   // Zero-copy buffers mapped into this process, by handle.
   struct Mapping {
@@ -94,7 +95,8 @@ absl::StatusOr<std::unique_ptr<Queue::Transport>> make_shm_transport(
     std::shared_ptr<Connection> connection, uint64_t queue);
 
 // Maps a zero-copy buffer through the shared-memory side socket.
-absl::StatusOr<Connection::Mapping> map_shared_buffer(const Connection& connection, uint64_t buffer);
+absl::StatusOr<Connection::Mapping> map_shared_buffer(const Connection& connection,
+                                                      uint64_t buffer);
 
 // Streams a large write or read through WriteBuffer / ReadBuffer.
 absl::Status write_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,

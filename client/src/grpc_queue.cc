@@ -36,7 +36,8 @@ class GrpcTransport final : public Queue::Transport {
     info.index_bits = static_cast<int>(reply_.choice().index_bits());
     info.rank = static_cast<int>(reply_.choice().rank());
     for (int64_t w : reply_.workgroup())
-      if (info.workgroup.rank < kMaxRank) info.workgroup.v[static_cast<size_t>(info.workgroup.rank++)] = w;
+      if (info.workgroup.rank < kMaxRank)
+        info.workgroup.v[static_cast<size_t>(info.workgroup.rank++)] = w;
     return info;
   }
 
@@ -110,8 +111,12 @@ class GrpcTransport final : public Queue::Transport {
     for (const Arg& a : args) {
       v1::KernelArg* w = l->add_args();
       switch (a.kind()) {
-        case Arg::Kind::kBuffer: w->set_buffer(a.value()); break;
-        case Arg::Kind::kLocal: w->set_local_bytes(a.value()); break;
+        case Arg::Kind::kBuffer:
+          w->set_buffer(a.value());
+          break;
+        case Arg::Kind::kLocal:
+          w->set_local_bytes(a.value());
+          break;
         case Arg::Kind::kScalar:
           w->set_scalar_bits(a.value());
           w->set_scalar(to_wire(a.scalar_type()));

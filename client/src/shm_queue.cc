@@ -45,9 +45,9 @@ absl::StatusOr<std::pair<Reply, int>> receive_reply(int socket) {
   }
   if (reply.code != 0) {
     if (fd >= 0) close(fd);
-    return absl::Status(static_cast<absl::StatusCode>(reply.code),
-                        std::string(reply.message,
-                                    std::min<size_t>(reply.message_length, sizeof(reply.message))));
+    return absl::Status(
+        static_cast<absl::StatusCode>(reply.code),
+        std::string(reply.message, std::min<size_t>(reply.message_length, sizeof(reply.message))));
   }
   if (fd < 0) return absl::InternalError("kad's shared-memory answer carried no memory");
   return std::make_pair(reply, fd);
@@ -92,7 +92,8 @@ class ShmTransport final : public Queue::Transport {
       return absl::InternalError("kad's shared-memory channel has an unknown layout");
     }
     t->submit_slots_ = reinterpret_cast<SubmitRecord*>(t->memory_ + kSubmitOffset);
-    t->completion_slots_ = reinterpret_cast<const CompletionRecord*>(t->memory_ + kCompletionOffset);
+    t->completion_slots_ =
+        reinterpret_cast<const CompletionRecord*>(t->memory_ + kCompletionOffset);
     t->arena_ = t->memory_ + kArenaOffset;
     return t;
   }
@@ -110,7 +111,8 @@ class ShmTransport final : public Queue::Transport {
     info.index_bits = done_.index_bits;
     info.rank = done_.rank;
     info.workgroup.rank = std::min<int>(done_.workgroup_rank, kMaxRank);
-    for (int d = 0; d < info.workgroup.rank; ++d) info.workgroup.v[static_cast<size_t>(d)] = done_.workgroup[d];
+    for (int d = 0; d < info.workgroup.rank; ++d)
+      info.workgroup.v[static_cast<size_t>(d)] = done_.workgroup[d];
     return info;
   }
 
@@ -139,8 +141,12 @@ class ShmTransport final : public Queue::Transport {
       ArgRecord& a = r->args[i];
       a.value = args[i].value();
       switch (args[i].kind()) {
-        case Arg::Kind::kBuffer: a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kBuffer); break;
-        case Arg::Kind::kLocal: a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kLocal); break;
+        case Arg::Kind::kBuffer:
+          a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kBuffer);
+          break;
+        case Arg::Kind::kLocal:
+          a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kLocal);
+          break;
         case Arg::Kind::kScalar:
           a.kind = static_cast<uint8_t>(shm::v1::ArgKind::kScalar);
           a.scalar = static_cast<uint8_t>(to_wire(args[i].scalar_type()));
@@ -196,8 +202,8 @@ class ShmTransport final : public Queue::Transport {
   absl::Status closed_error() const {
     return absl::UnavailableError(absl::StrCat(
         "kad ended this queue's shared-memory channel: ",
-        std::string(header_->close_reason,
-                     std::min<size_t>(header_->close_reason_length, sizeof(header_->close_reason)))));
+        std::string(header_->close_reason, std::min<size_t>(header_->close_reason_length,
+                                                            sizeof(header_->close_reason)))));
   }
   bool kad_gone() const {
     pollfd p{socket_, POLLIN | POLLRDHUP, 0};
@@ -214,7 +220,8 @@ class ShmTransport final : public Queue::Transport {
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
       const uint32_t head = ring.head.load(std::memory_order_acquire);
       if (tail_ - head < kSubmitSlots) break;
-      if (wait_for_change(&ring.head, head, &ring.producer_waiting, 100'000'000) == head && kad_gone())
+      if (wait_for_change(&ring.head, head, &ring.producer_waiting, 100'000'000) == head &&
+          kad_gone())
         return absl::UnavailableError("kad closed the shared-memory channel");
     }
     SubmitRecord* r = &submit_slots_[tail_ % kSubmitSlots];
@@ -238,7 +245,8 @@ class ShmTransport final : public Queue::Transport {
       const uint32_t tail = ring.tail.load(std::memory_order_acquire);
       if (tail != head_) break;
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
-      if (wait_for_change(&ring.tail, tail, &ring.consumer_waiting, 100'000'000) == tail && kad_gone())
+      if (wait_for_change(&ring.tail, tail, &ring.consumer_waiting, 100'000'000) == tail &&
+          kad_gone())
         return absl::UnavailableError("kad closed the shared-memory channel");
     }
     std::memcpy(&done_, &completion_slots_[head_ % kCompletionSlots], sizeof(done_));
@@ -265,8 +273,9 @@ class ShmTransport final : public Queue::Transport {
     while (pending_ > 1) {
       if (absl::Status s = read_one(); !s.ok()) return s;
       if (done_.code != 0) {
-        defer(static_cast<absl::StatusCode>(done_.code),
-              absl::string_view(done_.message, std::min<size_t>(done_.message_length, kMaxMessage)));
+        defer(
+            static_cast<absl::StatusCode>(done_.code),
+            absl::string_view(done_.message, std::min<size_t>(done_.message_length, kMaxMessage)));
       }
     }
     if (absl::Status s = read_one(); !s.ok()) return s;
@@ -296,7 +305,7 @@ class ShmTransport final : public Queue::Transport {
   uint32_t head_ = 0;  // completion records consumed
   uint64_t next_tag_ = 1;
   uint64_t next_answer_ = 1;  // the tag the next completion must carry
-  int pending_ = 0;    // records without an answer read
+  int pending_ = 0;           // records without an answer read
   CompletionRecord done_{};
 };
 

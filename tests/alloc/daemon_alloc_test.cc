@@ -12,13 +12,13 @@
 #include "absl/strings/str_format.h"
 #include "backends/registry.h"
 #include "gtest/gtest.h"
-#include "tests/support/test_kernels.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
 #include "server/wire.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
 #include "tests/support/in_process_daemon.h"
+#include "tests/support/test_kernels.h"
 
 namespace kad::server {
 namespace {
@@ -35,9 +35,12 @@ TEST(DaemonAllocations, EngineWarmLaunchFromTheWireAllocatesNothing) {
   auto buffer = engine.allocate_buffer(s, "", 4096 * sizeof(int32_t));
   auto module = engine.load_module(s, ModuleFormat::kOpenClC, kad::testing::kAffineKernel);
   ASSERT_TRUE(queue.ok() && buffer.ok() && module.ok());
-  KernelSignature sig{"affine", std::nullopt, std::nullopt,
+  KernelSignature sig{"affine",
+                      std::nullopt,
+                      std::nullopt,
                       {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32),
-                       ArgSpec::scalar_of(ScalarType::kI32)}, ""};
+                       ArgSpec::scalar_of(ScalarType::kI32)},
+                      ""};
   auto kernel = engine.get_kernel(s, module->handle, sig);
   ASSERT_TRUE(kernel.ok());
 
@@ -91,8 +94,7 @@ TEST(DaemonAllocations, WholeDaemonPerLaunchOverTheStreamIsReported) {
   run_client(100);  // warm: compiles the kernel
   const AllocCounts small = run_client(200);
   const AllocCounts large = run_client(2200);
-  const double per_launch =
-      static_cast<double>(large.total_allocs - small.total_allocs) / 2000.0;
+  const double per_launch = static_cast<double>(large.total_allocs - small.total_allocs) / 2000.0;
   const double driver =
       static_cast<double>(large.all_driver_allocs - small.all_driver_allocs) / 2000.0;
   const double bytes = static_cast<double>(large.total_bytes - small.total_bytes) / 2000.0;

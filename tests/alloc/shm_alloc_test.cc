@@ -12,7 +12,6 @@
 #include "absl/strings/str_format.h"
 #include "backends/registry.h"
 #include "gtest/gtest.h"
-#include "tests/support/test_kernels.h"
 #include "kad/client.h"
 #include "server/engine.h"
 #include "server/kad_service.h"
@@ -20,6 +19,7 @@
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
 #include "tests/support/in_process_daemon.h"
+#include "tests/support/test_kernels.h"
 
 namespace kad {
 namespace {
@@ -38,10 +38,10 @@ TEST(ShmAllocations, ClientWarmLaunchAllocatesNothing) {
   ASSERT_TRUE(queue.ok());
   ASSERT_TRUE((*queue)->shared_memory());
   auto module = (*c)->load_module(kad::testing::kAffineKernel);
-  auto kernel = (*c)->get_kernel(*module, {.entry = "affine",
-                                           .args = {ArgSpec::buffer(),
-                                                    ArgSpec::scalar_of(client::ScalarType::kI32),
-                                                    ArgSpec::scalar_of(client::ScalarType::kI32)}});
+  auto kernel = (*c)->get_kernel(
+      *module, {.entry = "affine",
+                .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32),
+                         ArgSpec::scalar_of(client::ScalarType::kI32)}});
   auto out = (*c)->allocate(1024 * sizeof(int32_t));
   ASSERT_TRUE(kernel.ok() && out.ok());
   const client::Dims range{1024};
@@ -81,8 +81,8 @@ TEST(ShmAllocations, DaemonWarmLaunchAllocatesNothingOnItsChannelThreads) {
 
   auto run_client = [&](int launches) {
     AllocCounter counter;
-    const pid_t pid = testing::spawn({KAD_TEST_CLIENT_PATH, daemon.uri("shm"),
-                                      "pipeline", std::to_string(launches)});
+    const pid_t pid = testing::spawn(
+        {KAD_TEST_CLIENT_PATH, daemon.uri("shm"), "pipeline", std::to_string(launches)});
     EXPECT_EQ(testing::wait_exit(pid), 0);
     // The channel thread may still be finishing its last completion.
     for (int i = 0; i < 100 && daemon.shm().channels() > 0; ++i) usleep(10000);
@@ -92,11 +92,13 @@ TEST(ShmAllocations, DaemonWarmLaunchAllocatesNothingOnItsChannelThreads) {
   const AllocCounts small = run_client(200);
   const AllocCounts large = run_client(2200);
   const double total = static_cast<double>(large.total_allocs - small.total_allocs) / 2000.0;
-  const double driver = static_cast<double>(large.all_driver_allocs - small.all_driver_allocs) / 2000.0;
-  std::printf("  daemon over shm: kad's channel threads %lld allocs over 2000 extra launches; "
-              "whole daemon %.1f allocs/launch, %.1f of them in driver calls\n",
-              static_cast<long long>(large.service_allocs) - static_cast<long long>(small.service_allocs),
-              total, driver);
+  const double driver =
+      static_cast<double>(large.all_driver_allocs - small.all_driver_allocs) / 2000.0;
+  std::printf(
+      "  daemon over shm: kad's channel threads %lld allocs over 2000 extra launches; "
+      "whole daemon %.1f allocs/launch, %.1f of them in driver calls\n",
+      static_cast<long long>(large.service_allocs) - static_cast<long long>(small.service_allocs),
+      total, driver);
   EXPECT_EQ(large.service_allocs, small.service_allocs)
       << "the daemon's warm shared-memory path allocated";
   // Not blind: a new session's first launch (its kernel's first lookup) allocates there.

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
-
 #include "gtest/gtest.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/pocl.h"
@@ -42,7 +41,9 @@ class WarmLaunch : public PoclTest {
 
   std::unique_ptr<Kernel> saxpy(std::optional<NdRange> static_ndrange,
                                 std::optional<Dims> static_workgroup) {
-    return make_kernel(kSaxpy, {"saxpy", static_ndrange, static_workgroup,
+    return make_kernel(kSaxpy, {"saxpy",
+                                static_ndrange,
+                                static_workgroup,
                                 {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kF32),
                                  ArgSpec::const_buffer(), ArgSpec::const_buffer()},
                                 ""});
@@ -71,10 +72,10 @@ class WarmLaunch : public PoclTest {
     const std::string report = absl::StrFormat(
         "%s: kad %.2f allocs/launch (%d B), driver on this thread %.2f allocs/launch (%d B), "
         "all threads %.2f allocs/launch (%d B)",
-        synchronous ? "synchronous" : "pipelined",
-        static_cast<double>(c.kad_allocs) / kLaunches, c.kad_bytes / kLaunches,
-        static_cast<double>(c.driver_allocs) / kLaunches, c.driver_bytes / kLaunches,
-        static_cast<double>(c.total_allocs) / kLaunches, c.total_bytes / kLaunches);
+        synchronous ? "synchronous" : "pipelined", static_cast<double>(c.kad_allocs) / kLaunches,
+        c.kad_bytes / kLaunches, static_cast<double>(c.driver_allocs) / kLaunches,
+        c.driver_bytes / kLaunches, static_cast<double>(c.total_allocs) / kLaunches,
+        c.total_bytes / kLaunches);
     std::printf("  %s\n", report.c_str());
     RecordProperty(synchronous ? "synchronous" : "pipelined", report);
     return c;

@@ -37,8 +37,8 @@ class BoundsCheck : public PoclTest {
     const std::string source = "kernel void " + entry + R"((KAD_CONTEXT, global long* out) {
   if (kad_active()) out[kad_global_linear()] = kad_global_index(0);
 })";
-    auto kernel = make_kernel(
-        source, {entry, static_ndrange, static_workgroup, {ArgSpec::buffer()}, ""});
+    auto kernel =
+        make_kernel(source, {entry, static_ndrange, static_workgroup, {ArgSpec::buffer()}, ""});
     int64_t n = 1;
     checked_product(range.extents, &n);
     auto out = make_buffer<int64_t>(static_cast<size_t>(n), -1);

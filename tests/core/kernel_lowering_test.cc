@@ -41,8 +41,8 @@ class KernelLoweringTest : public ::testing::Test {
   void TearDown() override { fs::remove_all(folder_); }
 
   CompileRequest request(const SpecializationKey& key) const {
-    return CompileRequest{*module_, signature_, spec_, key,
-                          specialised_source(spec_, module_->bytes()), ""};
+    return CompileRequest{
+        *module_, signature_, spec_, key, specialised_source(spec_, module_->bytes()), ""};
   }
 
   fs::path folder_;
@@ -109,8 +109,8 @@ TEST_F(KernelLoweringTest, OpenClCompileErrorCarriesTheCompilersLogAndIsNotCache
   ASSERT_TRUE(broken.ok());
   SpecializationKey key = key_;
   key.module_digest = (*broken)->digest();
-  CompileRequest r{**broken, signature_, spec_, key,
-                   specialised_source(spec_, (*broken)->bytes()), ""};
+  CompileRequest r{**broken, signature_, spec_, key, specialised_source(spec_, (*broken)->bytes()),
+                   ""};
   absl::StatusOr<std::string> code = lowering.lower(r, CodeTarget::kPtx, "sm_80");
   EXPECT_EQ(code.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(code.status().message(), HasSubstr("use of undeclared identifier 'x'"));
@@ -118,7 +118,8 @@ TEST_F(KernelLoweringTest, OpenClCompileErrorCarriesTheCompilersLogAndIsNotCache
 }
 
 TEST(LoweringTargets, ParseTheKadPrelowerList) {
-  absl::StatusOr<std::vector<LoweringTarget>> t = parse_lowering_targets("ptx:sm_80, spirv,amdgcn:gfx90a");
+  absl::StatusOr<std::vector<LoweringTarget>> t =
+      parse_lowering_targets("ptx:sm_80, spirv,amdgcn:gfx90a");
   ASSERT_TRUE(t.ok()) << t.status();
   ASSERT_EQ(t->size(), 3u);
   EXPECT_EQ((*t)[0].target, CodeTarget::kPtx);
@@ -138,8 +139,12 @@ TEST_F(KernelLoweringTest, PrelowerStoresWhatAGpuNodeWillLookUp) {
   SpecializationKey on_pocl = key_;
   on_pocl.device_id = "opencl:pocl:0";
   on_pocl.compiler_options = "-cl-some-pocl-option";
-  CompileRequest pocl_request{*module_, signature_, spec_, on_pocl,
-                              specialised_source(spec_, module_->bytes()), "-cl-some-pocl-option"};
+  CompileRequest pocl_request{*module_,
+                              signature_,
+                              spec_,
+                              on_pocl,
+                              specialised_source(spec_, module_->bytes()),
+                              "-cl-some-pocl-option"};
   EXPECT_EQ(build_machine.prelower(pocl_request), 1);
 
   KernelLowering gpu_node(absl::NotFoundError("clang is missing"), &cache);

@@ -21,7 +21,6 @@ using testing::CudaLimits;
 
 using U3 = std::array<uint64_t, 3>;
 
-
 KernelLimits KLimits(uint64_t max_workgroup_size) {
   KernelLimits k;
   k.max_workgroup_size = max_workgroup_size;
@@ -78,10 +77,9 @@ TEST(LaunchGeometry, RankZeroIsOneItem) {
 }
 
 TEST(LaunchGeometry, LinearUsesProductOneOne) {
-  const LaunchGeometry g =
-      launch_geometry(Part(Dims{2, 3, 4, 5}, Dims{2, 3, 4}), Choice(4, true));
-  EXPECT_EQ(g.groups, (U3{5, 1, 1}));   // 1 * 1 * 1 * 5
-  EXPECT_EQ(g.items, (U3{24, 1, 1}));   // 2 * 3 * 4 * 1
+  const LaunchGeometry g = launch_geometry(Part(Dims{2, 3, 4, 5}, Dims{2, 3, 4}), Choice(4, true));
+  EXPECT_EQ(g.groups, (U3{5, 1, 1}));  // 1 * 1 * 1 * 5
+  EXPECT_EQ(g.items, (U3{24, 1, 1}));  // 2 * 3 * 4 * 1
 
   const LaunchGeometry h = launch_geometry(Part(Dims{33, 7}, Dims{4, 2}), Choice(2, true));
   EXPECT_EQ(h.groups, (U3{9 * 4, 1, 1}));
@@ -98,9 +96,8 @@ TEST(LaunchGeometry, EmptyPartitionHasZeroGroups) {
 // ---- validate_geometry: ok ----------------------------------------------------------
 
 TEST(ValidateGeometry, AcceptsGeometryWithinLimits) {
-  EXPECT_TRUE(validate_geometry("k", Geometry({10, 1, 1}, {1024, 1, 1}), KLimits(1024),
-                                CudaLimits())
-                  .ok());
+  EXPECT_TRUE(
+      validate_geometry("k", Geometry({10, 1, 1}, {1024, 1, 1}), KLimits(1024), CudaLimits()).ok());
   EXPECT_TRUE(validate_geometry("k", Geometry({2147483647, 65535, 65535}, {16, 8, 8}),
                                 KLimits(1024), CudaLimits())
                   .ok());
@@ -162,8 +159,8 @@ TEST(ValidateGeometry, KernelLimitTighterThanDeviceLimitIsUsed) {
 }
 
 TEST(ValidateGeometry, DeviceLimitTighterThanKernelLimitIsUsed) {
-  const absl::Status s = validate_geometry("saxpy", Geometry({1, 1, 1}, {32, 32, 2}),
-                                           KLimits(4096), CudaLimits());
+  const absl::Status s =
+      validate_geometry("saxpy", Geometry({1, 1, 1}, {32, 32, 2}), KLimits(4096), CudaLimits());
   ASSERT_FALSE(s.ok());
   EXPECT_TRUE(MessageHas(s, "1024"));
 }
@@ -189,8 +186,8 @@ TEST(ValidateGeometry, GlobalSizeOver2To63IsAnError) {
   DeviceLimits l = CudaLimits();
   l.max_groups = {kUnlimited, kUnlimited, kUnlimited};
   const uint64_t g = uint64_t{1} << 54;  // 2^54 * 2^9 = 2^63
-  const absl::Status s = validate_geometry("saxpy", Geometry({g, 1, 1}, {512, 1, 1}),
-                                           KLimits(1024), l);
+  const absl::Status s =
+      validate_geometry("saxpy", Geometry({g, 1, 1}, {512, 1, 1}), KLimits(1024), l);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(s, "saxpy"));
@@ -202,8 +199,8 @@ TEST(ValidateGeometry, GlobalSizeOver2To63IsAnError) {
   EXPECT_TRUE(validate_geometry("saxpy", Geometry({g, 1, 1}, {511, 1, 1}), KLimits(1024), l).ok());
 
   // groups * items wrapping around 2^64 is caught too.
-  const absl::Status w = validate_geometry(
-      "saxpy", Geometry({uint64_t{1} << 60, 1, 1}, {32, 1, 1}), KLimits(1024), l);
+  const absl::Status w =
+      validate_geometry("saxpy", Geometry({uint64_t{1} << 60, 1, 1}, {32, 1, 1}), KLimits(1024), l);
   EXPECT_FALSE(w.ok());
 }
 
@@ -212,7 +209,8 @@ TEST(ValidateGeometry, TotalItemsOverflowIsAnError) {
   DeviceLimits l = CudaLimits();
   l.max_workgroup_dims = {kUnlimited, kUnlimited, kUnlimited};
   const uint64_t x = uint64_t{1} << 32;  // (2^32, 2^32, 1): 2^64 items, wraps to 0
-  const absl::Status s = validate_geometry("saxpy", Geometry({1, 1, 1}, {x, x, 1}), KLimits(1024), l);
+  const absl::Status s =
+      validate_geometry("saxpy", Geometry({1, 1, 1}, {x, x, 1}), KLimits(1024), l);
   EXPECT_FALSE(s.ok()) << "a workgroup of (2^32, 2^32, 1) was accepted";
 }
 
@@ -235,9 +233,9 @@ TEST(LaunchPipeline, StaticNdrangeLargerThanMaximumWorkgroupTunesAndValidates) {
   EXPECT_FALSE(choice->linear);
 
   // Validating the preliminary workgroup would fail: it is not the one launched.
-  EXPECT_FALSE(validate_geometry("saxpy", launch_geometry(*prelim, *choice), KLimits(1024),
-                                 CudaLimits())
-                   .ok());
+  EXPECT_FALSE(
+      validate_geometry("saxpy", launch_geometry(*prelim, *choice), KLimits(1024), CudaLimits())
+          .ok());
 
   const Dims tuned = threads_to_workgroup(1024, prelim->ndrange.extents, *choice, CudaLimits());
   EXPECT_EQ(tuned, (Dims{1024, 1}));

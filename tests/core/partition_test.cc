@@ -23,8 +23,9 @@ using testing::Kernel;
          << "message \"" << status.message() << "\" lacks \"" << needle << "\"";
 }
 
-
-std::string Message(const absl::StatusOr<Partition>& p) { return std::string(p.status().message()); }
+std::string Message(const absl::StatusOr<Partition>& p) {
+  return std::string(p.status().message());
+}
 
 // ---- Workgroup normalisation -------------------------------------------------
 
@@ -88,10 +89,14 @@ TEST(Partition, DynamicCheckExactlyWhenSomeExtentIsNotAMultiple) {
     bool check;
   };
   const Case cases[] = {
-      {Dims{16}, Dims{4}, false},       {Dims{17}, Dims{4}, true},
-      {Dims{16, 9}, Dims{4, 3}, false}, {Dims{16, 10}, Dims{4, 3}, true},
-      {Dims{15, 9}, Dims{4, 3}, true},  {Dims{2, 3, 4, 5}, Dims{2, 3, 4}, false},
-      {Dims{2, 3, 4, 5}, Dims{2, 3, 4, 2}, true}, {Dims{7}, Dims{1}, false},
+      {Dims{16}, Dims{4}, false},
+      {Dims{17}, Dims{4}, true},
+      {Dims{16, 9}, Dims{4, 3}, false},
+      {Dims{16, 10}, Dims{4, 3}, true},
+      {Dims{15, 9}, Dims{4, 3}, true},
+      {Dims{2, 3, 4, 5}, Dims{2, 3, 4}, false},
+      {Dims{2, 3, 4, 5}, Dims{2, 3, 4, 2}, true},
+      {Dims{7}, Dims{1}, false},
       {Dims{5, 0}, Dims{2, 4}, true},   // 5 % 2 != 0 even though the range is empty
       {Dims{4, 0}, Dims{2, 4}, false},  // 0 is a multiple of everything
   };
@@ -124,8 +129,10 @@ TEST(Partition, EmptyNdrangesAreEmpty) {
       EXPECT_TRUE(p->empty()) << to_string(shape);
       for (int d = 0; d < shape.rank; ++d) {
         EXPECT_GE(p->workgroup[d], 1) << to_string(shape);
-        if (shape[d] == 0) EXPECT_EQ(p->blocks[d], 0) << to_string(shape);
-        else EXPECT_GE(p->blocks[d], 1) << to_string(shape);
+        if (shape[d] == 0)
+          EXPECT_EQ(p->blocks[d], 0) << to_string(shape);
+        else
+          EXPECT_GE(p->blocks[d], 1) << to_string(shape);
       }
     }
     absl::StatusOr<Partition> s = partition(Kernel(range), nullptr, nullptr);

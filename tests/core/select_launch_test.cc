@@ -20,8 +20,8 @@
 namespace kad {
 namespace {
 
-using testing::CudaLimits;
 using testing::Choice;
+using testing::CudaLimits;
 
 constexpr int64_t kInt32Max = std::numeric_limits<int32_t>::max();
 constexpr int64_t k2p31 = int64_t{1} << 31;
@@ -29,7 +29,6 @@ constexpr int64_t k2p40 = int64_t{1} << 40;
 constexpr int64_t k2p22 = int64_t{1} << 22;
 
 // CUDA's limits, as KernelAbstractions hard-codes them.
-
 
 ::testing::AssertionResult MessageHas(const absl::Status& status, absl::string_view needle) {
   if (absl::StrContains(status.message(), needle)) return ::testing::AssertionSuccess();
@@ -52,19 +51,22 @@ bool PaddedItems(const Partition& p, int64_t* total) {
 // ---- The conformance cases (tuned workgroup) ------------------------------------------
 
 TEST(SelectLaunch, JustBelow2To31IsNdGrid32Bit) {
-  absl::StatusOr<LaunchChoice> c = select_launch("saxpy", Dims{k2p31 - 1024}, nullptr, CudaLimits());
+  absl::StatusOr<LaunchChoice> c =
+      select_launch("saxpy", Dims{k2p31 - 1024}, nullptr, CudaLimits());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(*c, Choice(1, false, 32)) << to_string(*c);
 }
 
 TEST(SelectLaunch, PaddingPast2To31Is64Bit) {
-  absl::StatusOr<LaunchChoice> c = select_launch("saxpy", Dims{k2p31 - 1023}, nullptr, CudaLimits());
+  absl::StatusOr<LaunchChoice> c =
+      select_launch("saxpy", Dims{k2p31 - 1023}, nullptr, CudaLimits());
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(*c, Choice(1, false, 64)) << to_string(*c);
 }
 
 TEST(SelectLaunch, MoreThan2To63ItemsIsAnError) {
-  absl::StatusOr<LaunchChoice> c = select_launch("saxpy", Dims{k2p40, k2p40}, nullptr, CudaLimits());
+  absl::StatusOr<LaunchChoice> c =
+      select_launch("saxpy", Dims{k2p40, k2p40}, nullptr, CudaLimits());
   ASSERT_FALSE(c.ok());
   EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_TRUE(MessageHas(c.status(), "saxpy"));
@@ -357,10 +359,9 @@ TEST(SelectLaunchProperty, TunedPaddingNeverExceedsTheBound) {
       ++checked;
       if (!fits || items > bound) {
         if (failures++ == 0) {
-          first_failure = absl::StrCat(Describe(extents, limits, th), ": ",
-                                       to_string(*choice), ", tuned ", to_string(tuned),
-                                       " pads to ", fits ? absl::StrCat(items) : "overflow",
-                                       " > bound ", bound);
+          first_failure = absl::StrCat(Describe(extents, limits, th), ": ", to_string(*choice),
+                                       ", tuned ", to_string(tuned), " pads to ",
+                                       fits ? absl::StrCat(items) : "overflow", " > bound ", bound);
         }
       }
     }
@@ -390,14 +391,13 @@ TEST(SelectLaunchProperty, ChoiceDoesNotDependOnTheTunedSizeAndFitsIt) {
     k.static_ndrange = range;
     absl::StatusOr<Partition> stat = partition(k, nullptr, nullptr);
     ASSERT_TRUE(stat.ok()) << stat.status();
-    absl::StatusOr<LaunchChoice> again =
-        select_launch("k", stat->ndrange.extents, nullptr, limits);
+    absl::StatusOr<LaunchChoice> again = select_launch("k", stat->ndrange.extents, nullptr, limits);
     ASSERT_TRUE(again.ok());
     EXPECT_EQ(*again, *choice);
 
-    for (uint64_t th : {uint64_t{1}, limits.max_workgroup_size,
-                        static_cast<uint64_t>(
-                            rng.uniform(1, static_cast<int64_t>(limits.max_workgroup_size)))}) {
+    for (uint64_t th :
+         {uint64_t{1}, limits.max_workgroup_size,
+          static_cast<uint64_t>(rng.uniform(1, static_cast<int64_t>(limits.max_workgroup_size)))}) {
       const Dims tuned = threads_to_workgroup(th, extents, *choice, limits);
       absl::StatusOr<Partition> p = partition_blocks("k", range, tuned);
       ASSERT_TRUE(p.ok()) << p.status();
@@ -416,9 +416,9 @@ TEST(SelectLaunchProperty, ChoiceDoesNotDependOnTheTunedSizeAndFitsIt) {
         ok = ok && static_cast<uint64_t>(total) <= limits.max_workgroup_size;
       }
       if (!ok && failures++ == 0) {
-        first_failure = absl::StrCat(Describe(extents, limits, th), ": ", to_string(*choice),
-                                     ", tuned ", to_string(tuned), ", blocks ",
-                                     to_string(p->blocks));
+        first_failure =
+            absl::StrCat(Describe(extents, limits, th), ": ", to_string(*choice), ", tuned ",
+                         to_string(tuned), ", blocks ", to_string(p->blocks));
       }
     }
   }

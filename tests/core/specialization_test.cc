@@ -18,12 +18,9 @@
 namespace kad {
 namespace {
 
-using testing::CudaLimits;
 using testing::Choice;
+using testing::CudaLimits;
 using testing::Kernel;
-
-
-
 
 // Partitions and specialises a launch the way the pipeline does (before tuning).
 Specialization Specialize(const KernelSignature& k, const NdRange* ndrange, const Dims* wgs) {
@@ -68,8 +65,7 @@ TEST(Specialize, BothStaticNotDividingKeepsTheBoundsCheck) {
   EXPECT_EQ(*s.static_blocks, (Dims{5}));
   EXPECT_TRUE(s.check_bounds);
 
-  const Specialization t =
-      Specialize(Kernel(NdRange(Dims{64, 7}), Dims{16, 2}), nullptr, nullptr);
+  const Specialization t = Specialize(Kernel(NdRange(Dims{64, 7}), Dims{16, 2}), nullptr, nullptr);
   EXPECT_TRUE(t.check_bounds);
 }
 
@@ -153,8 +149,7 @@ TEST(Specialize, TuningDoesNotChangeTheSpecialization) {
   for (const KernelSignature& k :
        {Kernel(), Kernel(NdRange(Dims{4096, 3})), Kernel(NdRange(Dims{9, 5}, Dims{0, -2}))}) {
     const NdRange range = k.static_ndrange ? *k.static_ndrange : NdRange(Dims{4096, 3});
-    absl::StatusOr<Partition> prelim =
-        partition(k, k.static_ndrange ? nullptr : &range, nullptr);
+    absl::StatusOr<Partition> prelim = partition(k, k.static_ndrange ? nullptr : &range, nullptr);
     ASSERT_TRUE(prelim.ok()) << prelim.status();
     absl::StatusOr<LaunchChoice> choice =
         select_launch(k.entry, prelim->ndrange.extents, nullptr, CudaLimits());
@@ -281,8 +276,10 @@ TEST(SpecializationKey, CanonicalDiffersWhenAnyFieldDiffers) {
       {"choice linear", [](SpecializationKey& k) { k.spec.choice.linear = true; }},
       {"choice bits", [](SpecializationKey& k) { k.spec.choice.index_bits = 64; }},
       {"choice rank", [](SpecializationKey& k) { k.spec.choice.rank = 3; }},
-      {"static ndrange extents", [](SpecializationKey& k) { k.spec.static_ndrange->extents[0] = 17; }},
-      {"static ndrange offsets", [](SpecializationKey& k) { k.spec.static_ndrange->offsets[1] = 0; }},
+      {"static ndrange extents",
+       [](SpecializationKey& k) { k.spec.static_ndrange->extents[0] = 17; }},
+      {"static ndrange offsets",
+       [](SpecializationKey& k) { k.spec.static_ndrange->offsets[1] = 0; }},
       {"static ndrange dynamic", [](SpecializationKey& k) { k.spec.static_ndrange.reset(); }},
       {"static workgroup", [](SpecializationKey& k) { (*k.spec.static_workgroup)[1] = 2; }},
       {"static workgroup dynamic", [](SpecializationKey& k) { k.spec.static_workgroup.reset(); }},

@@ -11,7 +11,6 @@ namespace {
 
 using testing::CudaLimits;
 
-
 LaunchChoice NdGrid(int rank) {
   LaunchChoice c;
   c.rank = static_cast<uint8_t>(rank);
@@ -26,24 +25,21 @@ LaunchChoice Linear(int rank) {
 }
 
 TEST(ThreadsToWorkgroup, FillsDimensionZeroFirst) {
-  EXPECT_EQ(threads_to_workgroup(256, Dims{1000, 1000}, NdGrid(2), CudaLimits()),
-            (Dims{256, 1}));
+  EXPECT_EQ(threads_to_workgroup(256, Dims{1000, 1000}, NdGrid(2), CudaLimits()), (Dims{256, 1}));
   EXPECT_EQ(threads_to_workgroup(1024, Dims{4096, 4096, 4096}, NdGrid(3), CudaLimits()),
             (Dims{1024, 1, 1}));
 }
 
 TEST(ThreadsToWorkgroup, SpillsIntoLaterDimensionsWhenAnExtentIsSmall) {
   // 256 threads over (5, 7, 100): 5, then 256/5 = 51 -> 7, then 256/35 = 7.
-  EXPECT_EQ(threads_to_workgroup(256, Dims{5, 7, 100}, NdGrid(3), CudaLimits()),
-            (Dims{5, 7, 7}));
+  EXPECT_EQ(threads_to_workgroup(256, Dims{5, 7, 100}, NdGrid(3), CudaLimits()), (Dims{5, 7, 7}));
   EXPECT_EQ(threads_to_workgroup(1024, Dims{33, 3}, NdGrid(2), CudaLimits()), (Dims{33, 3}));
   EXPECT_EQ(threads_to_workgroup(64, Dims{16, 16}, NdGrid(2), CudaLimits()), (Dims{16, 4}));
 }
 
 TEST(ThreadsToWorkgroup, RespectsExtents) {
   EXPECT_EQ(threads_to_workgroup(1024, Dims{7}, NdGrid(1), CudaLimits()), (Dims{7}));
-  EXPECT_EQ(threads_to_workgroup(1024, Dims{3, 5, 7}, NdGrid(3), CudaLimits()),
-            (Dims{3, 5, 7}));
+  EXPECT_EQ(threads_to_workgroup(1024, Dims{3, 5, 7}, NdGrid(3), CudaLimits()), (Dims{3, 5, 7}));
 }
 
 TEST(ThreadsToWorkgroup, RespectsPerDimensionLimits) {
@@ -65,14 +61,13 @@ TEST(ThreadsToWorkgroup, NeverReturnsZero) {
   zero.max_workgroup_dims = {0, 0, 0};
   EXPECT_EQ(threads_to_workgroup(256, Dims{100, 100}, NdGrid(2), zero), (Dims{1, 1}));
   // One thread: all ones.
-  EXPECT_EQ(threads_to_workgroup(1, Dims{100, 100, 100}, NdGrid(3), CudaLimits()),
-            (Dims{1, 1, 1}));
+  EXPECT_EQ(threads_to_workgroup(1, Dims{100, 100, 100}, NdGrid(3), CudaLimits()), (Dims{1, 1, 1}));
 }
 
 TEST(ThreadsToWorkgroup, ProductNeverExceedsThreads) {
   for (uint64_t threads : {1u, 2u, 3u, 7u, 64u, 100u, 1000u, 1024u}) {
-    for (const Dims& e : {Dims{5, 7}, Dims{1000}, Dims{3, 5, 7}, Dims{2, 3, 4, 5},
-                          Dims{1, 1, 1000}, Dims{33, 3}}) {
+    for (const Dims& e :
+         {Dims{5, 7}, Dims{1000}, Dims{3, 5, 7}, Dims{2, 3, 4, 5}, Dims{1, 1, 1000}, Dims{33, 3}}) {
       const LaunchChoice c = e.rank > 3 ? Linear(e.rank) : NdGrid(e.rank);
       const Dims w = threads_to_workgroup(threads, e, c, CudaLimits());
       ASSERT_EQ(w.rank, e.rank);

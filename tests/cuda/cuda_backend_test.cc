@@ -4,12 +4,13 @@
 // behind it); its pure rules — tuning from the occupancy API, the PTX target,
 // the static block size written into PTX — and the PTX it loads, checked by
 // ptxas for the H200's sm_90 where a CUDA toolkit is installed.
+#include "backends/cuda/cuda_backend.h"
+
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_join.h"
-#include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_launch_configuration.h"
 #include "backends/cuda/cuda_status.h"
 #include "core/specialization.h"
@@ -44,9 +45,9 @@ TEST(CudaDiscovery, ThisMachineReportsOneLine) {
 // fails, and the error is named by the library itself (cuGetErrorName).
 TEST(CudaDiscovery, StubDriverFailsCuInitWithTheDriversOwnErrorName) {
   std::string stub;
-  for (const char* path : {"/usr/local/cuda/lib64/stubs/libcuda.so",
-                           "/usr/local/cuda/lib/stubs/libcuda.so",
-                           "/usr/local/cuda/targets/x86_64-linux/lib/stubs/libcuda.so"}) {
+  for (const char* path :
+       {"/usr/local/cuda/lib64/stubs/libcuda.so", "/usr/local/cuda/lib/stubs/libcuda.so",
+        "/usr/local/cuda/targets/x86_64-linux/lib/stubs/libcuda.so"}) {
     if (fs::exists(path)) stub = path;
   }
   if (stub.empty()) GTEST_SKIP() << "no CUDA toolkit stub libcuda.so under /usr/local/cuda";
@@ -58,11 +59,11 @@ TEST(CudaDiscovery, StubDriverFailsCuInitWithTheDriversOwnErrorName) {
 
 TEST(CudaStatus, ErrorsMapToStatusCodesAtTheEdge) {
   EXPECT_EQ(status_code_for(CUDA_SUCCESS), absl::StatusCode::kOk);
-  EXPECT_EQ(status_code_for(2), absl::StatusCode::kResourceExhausted);    // out of memory
-  EXPECT_EQ(status_code_for(218), absl::StatusCode::kInvalidArgument);    // invalid PTX
-  EXPECT_EQ(status_code_for(500), absl::StatusCode::kNotFound);           // no such kernel
+  EXPECT_EQ(status_code_for(2), absl::StatusCode::kResourceExhausted);  // out of memory
+  EXPECT_EQ(status_code_for(218), absl::StatusCode::kInvalidArgument);  // invalid PTX
+  EXPECT_EQ(status_code_for(500), absl::StatusCode::kNotFound);         // no such kernel
   EXPECT_EQ(status_code_for(CUDA_ERROR_NO_DEVICE), absl::StatusCode::kUnavailable);
-  EXPECT_EQ(status_code_for(700), absl::StatusCode::kAborted);            // illegal address
+  EXPECT_EQ(status_code_for(700), absl::StatusCode::kAborted);  // illegal address
   EXPECT_EQ(status_code_for(999), absl::StatusCode::kInternal);
 }
 
@@ -85,7 +86,7 @@ TEST(CudaLaunchConfiguration, PreferBlocksTradesThreadsForBlocksToFillTheDevice)
 }
 
 TEST(CudaPtxTarget, NewestTargetLlvmKnowsThatTheDeviceRuns) {
-  EXPECT_EQ(*ptx_target_for(9, 0), "sm_80");   // H100, H200: JIT from sm_80 PTX
+  EXPECT_EQ(*ptx_target_for(9, 0), "sm_80");  // H100, H200: JIT from sm_80 PTX
   EXPECT_EQ(*ptx_target_for(8, 6), "sm_80");
   EXPECT_EQ(*ptx_target_for(7, 5), "sm_75");
   EXPECT_EQ(*ptx_target_for(7, 0), "sm_70");

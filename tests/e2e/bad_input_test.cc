@@ -3,8 +3,8 @@
 // client (checked after every test).
 #include <grpcpp/grpcpp.h>
 
-#include "kad/v1/kad.grpc.pb.h"
 #include "gmock/gmock.h"
+#include "kad/v1/kad.grpc.pb.h"
 #include "tests/e2e/e2e.h"
 
 namespace kad {
@@ -12,8 +12,8 @@ namespace {
 
 using client::Arg;
 using client::ArgSpec;
-using ::testing::HasSubstr;
 using testing::bytes_of;
+using ::testing::HasSubstr;
 
 class BadInput : public testing::DaemonSuite {
  protected:
@@ -32,8 +32,9 @@ class BadInput : public testing::DaemonSuite {
     buffer_ = unary(&v1::Kad::Stub::AllocateBuffer, alloc).buffer();
     v1::LoadModuleRequest load;
     load.set_format(v1::MODULE_FORMAT_OPENCL_C);
-    load.set_code("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-                  "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
+    load.set_code(
+        "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+        "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
     module_ = unary(&v1::Kad::Stub::LoadModule, load).module();
     v1::GetKernelRequest get;
     get.set_module(module_);
@@ -53,11 +54,17 @@ class BadInput : public testing::DaemonSuite {
     ASSERT_NE(bystander, nullptr);
     auto q = bystander->create_queue();
     auto b = bystander->allocate(16 * sizeof(int32_t));
-    auto m = bystander->load_module("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-                                    "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
+    auto m = bystander->load_module(
+        "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+        "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
     ASSERT_TRUE(q.ok() && b.ok() && m.ok());
     auto k = bystander->get_kernel(
-        *m, {"fill", {}, {}, {}, {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}, ""});
+        *m, {"fill",
+             {},
+             {},
+             {},
+             {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)},
+             ""});
     ASSERT_TRUE(k.ok()) << k.status();
     const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(77)};
     ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
@@ -76,8 +83,10 @@ class BadInput : public testing::DaemonSuite {
     attach(context);
     Response response;
     grpc::Status s = (stub_.get()->*call)(&context, request, &response);
-    if (status) *status = s;
-    else EXPECT_TRUE(s.ok()) << s.error_message();
+    if (status)
+      *status = s;
+    else
+      EXPECT_TRUE(s.ok()) << s.error_message();
     return response;
   }
   template <typename Request, typename Response>
@@ -136,18 +145,18 @@ class BadInput : public testing::DaemonSuite {
   uint64_t queue_ = 0, buffer_ = 0, module_ = 0, kernel_ = 0;
 };
 
-#define EXPECT_ERROR(status, code_, text)                      \
-  do {                                                         \
-    const grpc::Status s_ = (status);                          \
-    EXPECT_EQ(s_.error_code(), grpc::StatusCode::code_);       \
-    EXPECT_THAT(s_.error_message(), HasSubstr(text));          \
+#define EXPECT_ERROR(status, code_, text)                \
+  do {                                                   \
+    const grpc::Status s_ = (status);                    \
+    EXPECT_EQ(s_.error_code(), grpc::StatusCode::code_); \
+    EXPECT_THAT(s_.error_message(), HasSubstr(text));    \
   } while (0)
 
-#define EXPECT_REPLY_ERROR(reply, code_, text)                               \
-  do {                                                                       \
-    const v1::QueueReply r_ = (reply);                                       \
-    EXPECT_EQ(r_.code(), static_cast<int>(grpc::StatusCode::code_));         \
-    EXPECT_THAT(r_.message(), HasSubstr(text));                              \
+#define EXPECT_REPLY_ERROR(reply, code_, text)                       \
+  do {                                                               \
+    const v1::QueueReply r_ = (reply);                               \
+    EXPECT_EQ(r_.code(), static_cast<int>(grpc::StatusCode::code_)); \
+    EXPECT_THAT(r_.message(), HasSubstr(text));                      \
   } while (0)
 
 TEST_F(BadInput, ACallWithoutASessionIsRefused) {
@@ -202,7 +211,8 @@ TEST_F(BadInput, WriteBufferChecksHandlesRangeAndChunkSize) {
   c.set_buffer(buffer_);
   c.set_offset(60);
   c.set_data(std::string(8, 'x'));
-  EXPECT_ERROR(write({c}), OUT_OF_RANGE, "range of 8 bytes at offset 60 does not fit in a buffer of 64 bytes");
+  EXPECT_ERROR(write({c}), OUT_OF_RANGE,
+               "range of 8 bytes at offset 60 does not fit in a buffer of 64 bytes");
   c.set_offset(0);
   c.set_buffer(4242);
   EXPECT_ERROR(write({c}), NOT_FOUND, "no buffer 4242");
@@ -229,7 +239,8 @@ TEST_F(BadInput, ReadBufferChecksHandlesAndRange) {
     }
     return reader->Finish();
   };
-  EXPECT_ERROR(read(), OUT_OF_RANGE, "range of 64 bytes at offset 1 does not fit in a buffer of 64 bytes");
+  EXPECT_ERROR(read(), OUT_OF_RANGE,
+               "range of 64 bytes at offset 1 does not fit in a buffer of 64 bytes");
   r.set_offset(UINT64_MAX);
   EXPECT_ERROR(read(), OUT_OF_RANGE, "does not fit");
   r.set_offset(0);
@@ -249,7 +260,8 @@ TEST_F(BadInput, LoadModuleChecksFormatCodeAndSize) {
   r.set_code("");
   EXPECT_ERROR(fails(&v1::Kad::Stub::LoadModule, r), INVALID_ARGUMENT, "empty");
   r.set_code(std::string(6 << 20, ' '));  // over the daemon's message limit
-  EXPECT_EQ(fails(&v1::Kad::Stub::LoadModule, r).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(fails(&v1::Kad::Stub::LoadModule, r).error_code(),
+            grpc::StatusCode::RESOURCE_EXHAUSTED);
 }
 
 TEST_F(BadInput, GetKernelChecksModuleEntryArgumentsAndSizes) {
@@ -286,7 +298,8 @@ TEST_F(BadInput, SubmitRejectsEachBadCommandAndKeepsTheStream) {
 
   c = launch_command();
   c.mutable_launch()->mutable_args()->RemoveLast();
-  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT, "kernel `fill` takes 2 arguments, the launch gave 1");
+  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT,
+                     "kernel `fill` takes 2 arguments, the launch gave 1");
 
   c = launch_command();
   c.mutable_launch()->mutable_args(0)->set_scalar_bits(1);
@@ -295,7 +308,8 @@ TEST_F(BadInput, SubmitRejectsEachBadCommandAndKeepsTheStream) {
 
   c = launch_command();
   c.mutable_launch()->mutable_args(1)->set_scalar(v1::SCALAR_TYPE_F64);
-  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT, "argument 1 must be a int, the launch gave a double");
+  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT,
+                     "argument 1 must be a int, the launch gave a double");
 
   c = launch_command();
   c.mutable_launch()->mutable_args(0)->set_buffer(123456);
@@ -344,7 +358,8 @@ TEST_F(BadInput, SubmitRejectsEachBadCommandAndKeepsTheStream) {
   out.mutable_copy_out()->set_size((1 << 20) + 1);
   EXPECT_REPLY_ERROR(stream.send(out), INVALID_ARGUMENT, "use ReadBuffer");
 
-  EXPECT_REPLY_ERROR(stream.send(v1::QueueCommand()), INVALID_ARGUMENT, "has no launch, wait, copy_in, copy_out or ping");
+  EXPECT_REPLY_ERROR(stream.send(v1::QueueCommand()), INVALID_ARGUMENT,
+                     "has no launch, wait, copy_in, copy_out or ping");
 
   c = launch_command();
   c.set_queue(queue_ + 1000);

@@ -35,12 +35,14 @@ TEST(BufferLifetime, FreeingDeviceMemoryThatQueuedLaunchesReadFinishesThemFirst)
   auto in_buffer = engine.allocate_buffer(s, "", kItems * sizeof(int64_t));
   ASSERT_TRUE(sum_buffer.ok() && in_buffer.ok());
   EXPECT_FALSE(in_buffer->host_visible);
-  ASSERT_TRUE(engine.write_buffer(s, *queue, sum_buffer->handle, 0, std::as_bytes(std::span(sum))).ok());
-  ASSERT_TRUE(engine.write_buffer(s, *queue, in_buffer->handle, 0, std::as_bytes(std::span(in))).ok());
+  ASSERT_TRUE(
+      engine.write_buffer(s, *queue, sum_buffer->handle, 0, std::as_bytes(std::span(sum))).ok());
+  ASSERT_TRUE(
+      engine.write_buffer(s, *queue, in_buffer->handle, 0, std::as_bytes(std::span(in))).ok());
   auto module = engine.load_module(s, ModuleFormat::kOpenClC, kAccumulate);
   ASSERT_TRUE(module.ok()) << module.status();
-  KernelSignature sig{"accumulate", std::nullopt, std::nullopt,
-                      {ArgSpec::buffer(), ArgSpec::const_buffer()}, ""};
+  KernelSignature sig{
+      "accumulate", std::nullopt, std::nullopt, {ArgSpec::buffer(), ArgSpec::const_buffer()}, ""};
   auto kernel = engine.get_kernel(s, module->handle, sig);
   ASSERT_TRUE(kernel.ok()) << kernel.status();
 
@@ -59,7 +61,8 @@ TEST(BufferLifetime, FreeingDeviceMemoryThatQueuedLaunchesReadFinishesThemFirst)
   ASSERT_TRUE(engine.free_buffer(s, in_buffer->handle).ok());  // 50 launches not waited for
   ASSERT_TRUE(engine.wait(s, *queue, last).ok());
   ASSERT_TRUE(
-      engine.read_buffer(s, *queue, sum_buffer->handle, 0, std::as_writable_bytes(std::span(sum))).ok());
+      engine.read_buffer(s, *queue, sum_buffer->handle, 0, std::as_writable_bytes(std::span(sum)))
+          .ok());
   for (size_t i = 0; i < kItems; ++i) ASSERT_EQ(sum[i], 50 * static_cast<int64_t>(i)) << i;
   // Later launches naming the freed buffer are refused, not run.
   absl::StatusOr<LaunchResult> after = engine.launch(s, {*queue, *kernel, &range, nullptr, args});

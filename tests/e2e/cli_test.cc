@@ -2,16 +2,16 @@
 // three commands (tables and --json), its address resolution and errors,
 // kad's TOML configuration and its refusals, and grpc.health.v1.
 #include <grpcpp/grpcpp.h>
-#include <stdio.h>
 #include <signal.h>
+#include <stdio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
-#include <thread>
 #include <fstream>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -69,15 +69,16 @@ kernel void axpy(KAD_CONTEXT, global float* y, float a, const global float* rest
   if (kad_active()) y[kad_global_linear()] += a * x[kad_global_linear()];
 })");
   ProcessRun r = run(kactl("run " + file +
-                    " --entry axpy --ndrange 100 --arg buf:float:100=1 --arg float:2 "
-                    "--arg cbuf:float:100=i"));
+                           " --entry axpy --ndrange 100 --arg buf:float:100=1 --arg float:2 "
+                           "--arg cbuf:float:100=i"));
   EXPECT_EQ(r.code, 0) << r.output;
   // y = 1 + 2 i: sum over 100 elements = 100 + 2 * 4950.
   EXPECT_THAT(r.output, HasSubstr("float[100]  sum 10000  [1 3 5 7 9 11 13 15 ...]"));
   EXPECT_THAT(r.output, HasSubstr("N-d grid, 32-bit indices"));
-  ProcessRun json = run(kactl("--json run " + file +
-                       " --entry axpy --ndrange 4 --workgroup 2 --arg buf:float:4=1 --arg float:2 "
-                       "--arg cbuf:float:4=10*i"));
+  ProcessRun json =
+      run(kactl("--json run " + file +
+                " --entry axpy --ndrange 4 --workgroup 2 --arg buf:float:4=1 --arg float:2 "
+                "--arg cbuf:float:4=10*i"));
   EXPECT_EQ(json.code, 0) << json.output;
   EXPECT_THAT(json.output, HasSubstr(R"("workgroup":[2])"));
   EXPECT_THAT(json.output, HasSubstr(R"("first":[1,21,41,61])"));
@@ -98,7 +99,8 @@ TEST_F(Cli, KactlFindsTheDaemonThroughKadAddress) {
 }
 
 TEST_F(Cli, KactlReportsErrorsClearly) {
-  const std::string file = write_file("bad.cl", "kernel void k(KAD_CONTEXT, global int* x) { x[0] = nope; }");
+  const std::string file =
+      write_file("bad.cl", "kernel void k(KAD_CONTEXT, global int* x) { x[0] = nope; }");
   ProcessRun compile = run(kactl("run " + file + " --entry k --ndrange 4 --arg buf:int:4"));
   EXPECT_EQ(compile.code, 1);
   EXPECT_THAT(compile.output, HasSubstr("nope"));
@@ -107,9 +109,11 @@ TEST_F(Cli, KactlReportsErrorsClearly) {
   EXPECT_THAT(arg.output, HasSubstr("unknown element type"));
   ProcessRun init = run(kactl("run " + file + " --entry k --ndrange 4 --arg buf:int:4=i*i"));
   EXPECT_THAT(init.output, HasSubstr("is not of the form a*i+b"));
-  ProcessRun nowhere = run(std::string(KACTL_PATH) + " --connect unix:/tmp/kad-nowhere.sock devices");
+  ProcessRun nowhere =
+      run(std::string(KACTL_PATH) + " --connect unix:/tmp/kad-nowhere.sock devices");
   EXPECT_EQ(nowhere.code, 1);
-  EXPECT_THAT(nowhere.output, HasSubstr("cannot open a session with kad at unix:/tmp/kad-nowhere.sock"));
+  EXPECT_THAT(nowhere.output,
+              HasSubstr("cannot open a session with kad at unix:/tmp/kad-nowhere.sock"));
 }
 
 TEST_F(Cli, TheDaemonServesGrpcHealth) {
@@ -126,8 +130,8 @@ TEST(DaemonConfig, ATomlFileSetsWhereKadListens) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/from-toml.sock\"]\n"
                                    << "max_sessions = 4\n";
-  const pid_t pid = testing::spawn({KAD_DAEMON_PATH, "--config", dir + "/kad.toml",
-                                    "--ready-file", dir + "/ready"});
+  const pid_t pid = testing::spawn(
+      {KAD_DAEMON_PATH, "--config", dir + "/kad.toml", "--ready-file", dir + "/ready"});
   for (int i = 0; i < 300 && !std::filesystem::exists(dir + "/ready"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::ifstream ready(dir + "/ready");
@@ -149,8 +153,9 @@ TEST(DaemonStart, EachBackendReportsOneLineAndKadServesOnWithoutGpus) {
   const std::string dir = "/tmp/kad-start-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
   // Stopped by SIGTERM after 2 s: kad drains and exits; `timeout` reports 124.
-  ProcessRun start = run("timeout -s TERM 2 " + std::string(KAD_DAEMON_PATH) + " --listen unix:" +
-                         dir + "/kad.sock --cuda-prefer-blocks --cache-dir " + dir + "/code");
+  ProcessRun start =
+      run("timeout -s TERM 2 " + std::string(KAD_DAEMON_PATH) + " --listen unix:" + dir +
+          "/kad.sock --cuda-prefer-blocks --cache-dir " + dir + "/code");
   EXPECT_EQ(start.code, 124) << start.output;
   for (const char* backend : {"cuda: ", "hsa: ", "level_zero: "}) {
     size_t lines = 0;

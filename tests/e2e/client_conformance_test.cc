@@ -57,25 +57,22 @@ struct Shape {
 void check_index_queries(Client& client, client::Queue& queue, const client::Module& module,
                          const std::string& uri) {
   const std::vector<Shape> shapes = {
-      {{}, {}, std::nullopt, false},
-      {{37}, {}, client::Dims{4}, false},
-      {{5, 7}, {}, client::Dims{2, 3}, false},
-      {{3, 5, 7}, {}, client::Dims{4, 1, 2}, true},
-      {{2, 3, 4, 5}, {}, std::nullopt, false},
-      {{9, 5}, {0, -2}, std::nullopt, true},
+      {{}, {}, std::nullopt, false},           {{37}, {}, client::Dims{4}, false},
+      {{5, 7}, {}, client::Dims{2, 3}, false}, {{3, 5, 7}, {}, client::Dims{4, 1, 2}, true},
+      {{2, 3, 4, 5}, {}, std::nullopt, false}, {{9, 5}, {0, -2}, std::nullopt, true},
   };
   for (const Shape& shape : shapes) {
-    client::KernelSpec spec{"indices", std::nullopt, std::nullopt, std::nullopt,
-                            {ArgSpec::buffer()}, ""};
+    client::KernelSpec spec{"indices",    std::nullopt,        std::nullopt,
+                            std::nullopt, {ArgSpec::buffer()}, ""};
     if (shape.static_ndrange) {
       spec.static_ndrange = shape.extents;
       if (shape.offsets.rank) spec.static_offsets = shape.offsets;
     }
     auto kernel = client.get_kernel(module, spec);
     ASSERT_TRUE(kernel.ok()) << kernel.status();
-    const kad::NdRange range(to_core(shape.extents), shape.offsets.rank
-                                                         ? to_core(shape.offsets)
-                                                         : kad::Dims::filled(shape.extents.rank, 0));
+    const kad::NdRange range(
+        to_core(shape.extents),
+        shape.offsets.rank ? to_core(shape.offsets) : kad::Dims::filled(shape.extents.rank, 0));
     int64_t n = 1;
     ASSERT_TRUE(kad::checked_product(range.extents, &n));
     std::vector<int64_t> host(static_cast<size_t>((n + 8) * testing::kFields), testing::kPoison);
@@ -84,8 +81,8 @@ void check_index_queries(Client& client, client::Queue& queue, const client::Mod
     ASSERT_TRUE(queue.write(*out, 0, bytes_of(host)).ok());
     const Arg args[] = {Arg::buffer(*out)};
     auto launched = queue.launch(*kernel, shape.static_ndrange ? nullptr : &shape.extents,
-                                   shape.workgroup ? &*shape.workgroup : nullptr, args,
-                                   shape.offsets.rank ? &shape.offsets : nullptr);
+                                 shape.workgroup ? &*shape.workgroup : nullptr, args,
+                                 shape.offsets.rank ? &shape.offsets : nullptr);
     ASSERT_TRUE(launched.ok()) << launched.status();
     ASSERT_TRUE(queue.wait(launched->event).ok());
     ASSERT_TRUE(queue.read(*out, 0, bytes_of(host)).ok());
@@ -95,8 +92,7 @@ void check_index_queries(Client& client, client::Queue& queue, const client::Mod
       const std::vector<int64_t> want = testing::expected_record(i, range, wg, groups);
       const std::vector<int64_t> have(host.begin() + i * testing::kFields,
                                       host.begin() + (i + 1) * testing::kFields);
-      ASSERT_EQ(have, want) << "work-item " << i << " of " << to_string(range) << " over "
-                            << uri;
+      ASSERT_EQ(have, want) << "work-item " << i << " of " << to_string(range) << " over " << uri;
     }
     for (size_t i = static_cast<size_t>(n * testing::kFields); i < host.size(); ++i)
       ASSERT_EQ(host[i], testing::kPoison);
@@ -134,8 +130,12 @@ kernel void saxpy(KAD_CONTEXT, global float* x, float a) {
 })");
   ASSERT_TRUE(module.ok());
   auto kernel = client_->get_kernel(
-      *module, {"saxpy", std::nullopt, std::nullopt, std::nullopt,
-                {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kF32)}, ""});
+      *module, {"saxpy",
+                std::nullopt,
+                std::nullopt,
+                std::nullopt,
+                {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kF32)},
+                ""});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   const Arg args[] = {Arg::buffer(*b), Arg::scalar(2.0f)};
   auto launched = queue_->launch(*kernel, client::Dims{static_cast<int64_t>(n)}, nullptr, args);
@@ -145,11 +145,12 @@ kernel void saxpy(KAD_CONTEXT, global float* x, float a) {
 }
 
 TEST_P(ClientConformance, ACompileErrorReturnsTheCompilerLog) {
-  auto module = client_->load_module("kernel void broken(KAD_CONTEXT, global int* x) {\n"
-                                     "  x[0] = not_declared;\n}\n");
+  auto module = client_->load_module(
+      "kernel void broken(KAD_CONTEXT, global int* x) {\n"
+      "  x[0] = not_declared;\n}\n");
   ASSERT_TRUE(module.ok());
-  auto kernel = client_->get_kernel(*module, {"broken", std::nullopt, std::nullopt, std::nullopt,
-                                              {ArgSpec::buffer()}, ""});
+  auto kernel = client_->get_kernel(
+      *module, {"broken", std::nullopt, std::nullopt, std::nullopt, {ArgSpec::buffer()}, ""});
   ASSERT_TRUE(kernel.ok());
   auto b = client_->allocate(64);
   const Arg args[] = {Arg::buffer(*b)};
@@ -167,8 +168,12 @@ kernel void bump(KAD_CONTEXT, global int* x, int k) {
   if (kad_active()) x[kad_global_linear()] += k;
 })");
   auto kernel = client_->get_kernel(
-      *module, {"bump", std::nullopt, std::nullopt, std::nullopt,
-                {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}, ""});
+      *module, {"bump",
+                std::nullopt,
+                std::nullopt,
+                std::nullopt,
+                {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)},
+                ""});
   ASSERT_TRUE(kernel.ok()) << kernel.status();
   std::vector<int32_t> x(64, 0);
   auto b = client_->allocate(x.size() * sizeof(int32_t));
@@ -202,8 +207,8 @@ TEST_P(ClientConformance, PingIsARoundTripThatKeepsOrder) {
   EXPECT_FALSE(queue_->wait().ok()) << "the submitted launch's error is still reported";
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance, ::testing::Values("unix", "shm", "unix_grpc", "tcp",
-                                                           "inproc"),
+INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance,
+                         ::testing::Values("unix", "shm", "unix_grpc", "tcp", "inproc"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

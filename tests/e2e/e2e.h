@@ -34,10 +34,12 @@ class DaemonSuite : public ::testing::Test {
   static inline Daemon* daemon_ = nullptr;
 };
 
-template <typename T> std::span<const std::byte> bytes_of(const std::vector<T>& v) {
+template <typename T>
+std::span<const std::byte> bytes_of(const std::vector<T>& v) {
   return std::as_bytes(std::span<const T>(v));
 }
-template <typename T> std::span<std::byte> bytes_of(std::vector<T>& v) {
+template <typename T>
+std::span<std::byte> bytes_of(std::vector<T>& v) {
   return std::as_writable_bytes(std::span<T>(v));
 }
 

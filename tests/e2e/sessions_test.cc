@@ -61,8 +61,10 @@ TEST_F(Sessions, NoRequestCanNameAnotherSessionsObjects) {
 }
 
 TEST_F(Sessions, TwoClientProcessesLaunchConcurrentlyWithCorrectResults) {
-  const pid_t a = testing::spawn({KAD_TEST_CLIENT_PATH, daemon().unix_uri(), "launches", "150", "3"});
-  const pid_t b = testing::spawn({KAD_TEST_CLIENT_PATH, daemon().tcp_uri(), "launches", "150", "7"});
+  const pid_t a =
+      testing::spawn({KAD_TEST_CLIENT_PATH, daemon().unix_uri(), "launches", "150", "3"});
+  const pid_t b =
+      testing::spawn({KAD_TEST_CLIENT_PATH, daemon().tcp_uri(), "launches", "150", "7"});
   EXPECT_EQ(testing::wait_exit(a), 0);
   EXPECT_EQ(testing::wait_exit(b), 0);
 }
@@ -105,7 +107,8 @@ TEST_F(Sessions, StatusCountsLaunchesNotYetWaitedFor) {
   auto kernel = c->get_kernel(*module, {"nop", {}, {}, {}, {}, ""});
   ASSERT_TRUE(queue.ok() && kernel.ok()) << kernel.status();
   const uint64_t before = status().queue_depth;
-  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*queue)->launch(*kernel, client::Dims{4}, nullptr, {}).ok());
+  for (int i = 0; i < 3; ++i)
+    ASSERT_TRUE((*queue)->launch(*kernel, client::Dims{4}, nullptr, {}).ok());
   EXPECT_EQ(status().queue_depth, before + 3);
   ASSERT_TRUE((*queue)->wait().ok());
   EXPECT_EQ(status().queue_depth, before);
@@ -165,8 +168,8 @@ TEST_F(Sessions, SixteenClientProcessesLaunchThousandsEachWithExactCounts) {
   for (int c = 0; c < kClients; ++c) {
     // Most over shared memory; a few over gRPC, to mix transports.
     const std::string uri = c % 4 == 3 ? daemon().tcp_uri() : daemon().unix_uri();
-    clients.push_back(testing::spawn({KAD_TEST_CLIENT_PATH, uri, "stress",
-                                      std::to_string(kLaunches), std::to_string(c + 1)}));
+    clients.push_back(testing::spawn(
+        {KAD_TEST_CLIENT_PATH, uri, "stress", std::to_string(kLaunches), std::to_string(c + 1)}));
   }
   for (pid_t p : clients) EXPECT_EQ(testing::wait_exit(p), 0);
   const auto after = observer->status();

@@ -43,7 +43,8 @@ class RawChannel {
     Hello hello{};
     hello.request = static_cast<uint32_t>(Request::kHello);
     hello.version = kVersion;
-    std::memcpy(hello.session_id, session.data(), std::min(session.size(), sizeof(hello.session_id)));
+    std::memcpy(hello.session_id, session.data(),
+                std::min(session.size(), sizeof(hello.session_id)));
     hello.queue = queue;
     send(fd_, &hello, hello_bytes, 0);
     Reply reply{};
@@ -74,18 +75,22 @@ class RawChannel {
     notify(&header_->submit.tail, &header_->submit.consumer_waiting);
   }
   // The next completion, or nullopt after `timeout`.
-  std::optional<CompletionRecord> next(std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
+  std::optional<CompletionRecord> next(
+      std::chrono::milliseconds timeout = std::chrono::seconds(10)) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (header_->completion.tail.load() == head_) {
       if (std::chrono::steady_clock::now() > deadline) return std::nullopt;
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
     CompletionRecord c;
-    std::memcpy(&c, memory_ + kCompletionOffset + (head_ % kCompletionSlots) * sizeof(c), sizeof(c));
+    std::memcpy(&c, memory_ + kCompletionOffset + (head_ % kCompletionSlots) * sizeof(c),
+                sizeof(c));
     header_->completion.head.store(++head_);
     return c;
   }
-  std::string message(const CompletionRecord& c) { return std::string(c.message, c.message_length); }
+  std::string message(const CompletionRecord& c) {
+    return std::string(c.message, c.message_length);
+  }
   bool closed_within(std::chrono::milliseconds timeout) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
     while (!header_->closed.load()) {
@@ -94,7 +99,9 @@ class RawChannel {
     }
     return true;
   }
-  std::string close_reason() { return std::string(header_->close_reason, header_->close_reason_length); }
+  std::string close_reason() {
+    return std::string(header_->close_reason, header_->close_reason_length);
+  }
   ChannelHeader* header() { return header_; }
   uint32_t tail() const { return tail_; }
 
@@ -117,10 +124,12 @@ class ShmRobustness : public testing::DaemonSuite {
     auto q = owner_->create_queue();
     ASSERT_TRUE(q.ok());
     queue_ = *std::move(q);
-    auto m = owner_->load_module("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-                                 "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
-    auto k = owner_->get_kernel(*m, {.entry = "fill", .args = {ArgSpec::buffer(),
-                                     ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    auto m = owner_->load_module(
+        "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+        "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
+    auto k = owner_->get_kernel(
+        *m, {.entry = "fill",
+             .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
     auto b = owner_->allocate(64 * sizeof(int32_t));
     ASSERT_TRUE(k.ok() && b.ok());
     kernel_ = *k;
@@ -131,10 +140,12 @@ class ShmRobustness : public testing::DaemonSuite {
     ASSERT_NE(bystander, nullptr);
     auto q = bystander->create_queue();
     auto b = bystander->allocate(16 * sizeof(int32_t));
-    auto m = bystander->load_module("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-                                    "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
-    auto k = bystander->get_kernel(*m, {.entry = "fill", .args = {ArgSpec::buffer(),
-                                        ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    auto m = bystander->load_module(
+        "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+        "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
+    auto k = bystander->get_kernel(
+        *m, {.entry = "fill",
+             .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
     ASSERT_TRUE(q.ok() && b.ok() && k.ok());
     ASSERT_TRUE((*q)->shared_memory());
     const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(9)};
@@ -181,7 +192,8 @@ TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
     std::string text;
   };
   const std::vector<Case> cases = {
-      {[](SubmitRecord& r) { r.op = 99; }, 3, "operation 99, not launch, wait, copy in, copy out or ping"},
+      {[](SubmitRecord& r) { r.op = 99; }, 3,
+       "operation 99, not launch, wait, copy in, copy out or ping"},
       {[](SubmitRecord& r) { r.rank = 9; }, 3, "rank 9"},
       {[](SubmitRecord& r) { r.nargs = 5000; }, 3, "5000 arguments"},
       {[](SubmitRecord& r) { r.args[0].kind = 77; }, 3, "argument 0 has kind 77"},
@@ -195,11 +207,13 @@ TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
          r.buffer = 1;
          r.size = 64;
          r.arena_offset = kArenaBytes - 8;
-       }, 3, "does not fit in the"},
+       },
+       3, "does not fit in the"},
       {[](SubmitRecord& r) {
          r.op = static_cast<uint32_t>(Op::kWait);
          r.event = 99999;
-       }, 3, "event 99999 was never issued"},
+       },
+       3, "event 99999 was never issued"},
   };
   for (const Case& k : cases) {
     SubmitRecord& r = c.slot();
@@ -276,7 +290,8 @@ TEST_F(ShmRobustness, AClientKilledMidLaunchIsReclaimed) {
   ASSERT_TRUE(before.ok());
   const std::string ready = "/tmp/kad-shm-hold-" + std::to_string(getpid());
   std::filesystem::remove(ready);
-  const pid_t holder = testing::spawn({KAD_TEST_CLIENT_PATH, daemon().unix_uri() + "?transport=shm", "hold", ready});
+  const pid_t holder =
+      testing::spawn({KAD_TEST_CLIENT_PATH, daemon().unix_uri() + "?transport=shm", "hold", ready});
   for (int i = 0; i < 3000 && !std::filesystem::exists(ready); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   ASSERT_TRUE(std::filesystem::exists(ready));

@@ -33,7 +33,10 @@ int main(int argc, char** argv) {
   auto module = (*client)->load_module(kad::testing::kAffineKernel);
   if (!module.ok()) return fail("module", module.status());
   auto kernel = (*client)->get_kernel(
-      *module, {"affine", std::nullopt, std::nullopt, std::nullopt,
+      *module, {"affine",
+                std::nullopt,
+                std::nullopt,
+                std::nullopt,
                 {ArgSpec::buffer(), ArgSpec::scalar_of(kad::client::ScalarType::kI32),
                  ArgSpec::scalar_of(kad::client::ScalarType::kI32)},
                 ""});
@@ -81,7 +84,8 @@ int main(int argc, char** argv) {
     for (int32_t k = 0; k < count; ++k) {
       const Arg args[] = {Arg::buffer(*out), Arg::scalar(seed), Arg::scalar(k)};
       const kad::client::Dims range{n};
-      if (auto s = (*queue)->submit(*kernel, &range, nullptr, args); !s.ok()) return fail("submit", s);
+      if (auto s = (*queue)->submit(*kernel, &range, nullptr, args); !s.ok())
+        return fail("submit", s);
       if (k % 50 == 49 || k == count - 1) {
         if (auto s = (*queue)->wait(); !s.ok()) return fail("wait", s);
         if (auto s = (*queue)->read(*out, 0, std::as_writable_bytes(std::span(host))); !s.ok())

@@ -221,7 +221,8 @@ TEST_F(IrCodegen, StaticSizesThatDivideEvenlyLeaveNoCheckInIrModules) {
     const std::string ir = compile(b, entry, NdRange(Dims{16, 8}), Dims{4, 4});
     EXPECT_EQ(testing::count_of(ir, "br i1"), 0) << ir;
     EXPECT_EQ(testing::count_of(ir, "icmp"), 0) << ir;
-    EXPECT_EQ(testing::count_of(ir, "__kad_spec_"), 0) << "specialisation left out of line:\n" << ir;
+    EXPECT_EQ(testing::count_of(ir, "__kad_spec_"), 0) << "specialisation left out of line:\n"
+                                                       << ir;
   }
 }
 

@@ -11,9 +11,9 @@
 #include "core/specialization.h"
 #include "core/toolchain.h"
 #include "gmock/gmock.h"
-#include "tests/support/core_fixtures.h"
 #include "gtest/gtest.h"
 #include "tests/formats/ir_modules.h"
+#include "tests/support/core_fixtures.h"
 #include "tests/support/index_kernel.h"
 
 namespace kad {

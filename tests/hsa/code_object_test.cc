@@ -138,8 +138,8 @@ TEST(StaticWorkgroupOnAmdgpu, RequiredSizeRaisesTheMaximumFlatWorkgroup) {
 kernel void tile(KAD_CONTEXT, global int* out) {
   if (kad_active()) out[kad_global_linear()] = (int)kad_local_linear();
 })";
-  absl::StatusOr<std::string> code = toolchain->lower(
-      CodeTarget::kAmdgcn, specialised_source(spec, kTile), "gfx90a", option);
+  absl::StatusOr<std::string> code =
+      toolchain->lower(CodeTarget::kAmdgcn, specialised_source(spec, kTile), "gfx90a", option);
   ASSERT_TRUE(code.ok()) << code.status();
   absl::StatusOr<CodeObjectMetadata> metadata = read_code_object_metadata(*code);
   ASSERT_TRUE(metadata.ok()) << metadata.status();

@@ -1,6 +1,5 @@
 // The loader's function table, loaded from the real libraries.
 #include "backends/level_zero/level_zero_api.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -22,8 +21,7 @@ TEST(LevelZeroApi, MissingLibraryIsNotFoundWithTheLoadersReason) {
   absl::StatusOr<LevelZeroApi> api = load_loader("libze_loader_kad_test_absent.so.1");
   ASSERT_FALSE(api.ok());
   EXPECT_EQ(api.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_THAT(api.status().message(),
-              HasSubstr("cannot load libze_loader_kad_test_absent.so.1: "));
+  EXPECT_THAT(api.status().message(), HasSubstr("cannot load libze_loader_kad_test_absent.so.1: "));
   EXPECT_THAT(api.status().message(), HasSubstr("No such file"));
 }
 

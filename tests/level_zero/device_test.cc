@@ -79,8 +79,11 @@ kernel void iota(KAD_CONTEXT, global long* out, long bias) {
   if (kad_active()) out[kad_global_linear()] = kad_global_linear() + bias;
 }
 )",
-                            {"iota", std::nullopt, std::nullopt,
-                             {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI64)}, ""});
+                            {"iota",
+                             std::nullopt,
+                             std::nullopt,
+                             {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI64)},
+                             ""});
   ASSERT_NE(kernel, nullptr);
   const int64_t n = 10007;  // prime: padded and bounds-checked
   auto out = device_->allocate(n * sizeof(int64_t));

@@ -1,7 +1,6 @@
 // Discovery with the real loader: on a machine without an Intel GPU (CI, the
 // build machines) it finds nothing and says why in exactly one log line.
 #include "backends/level_zero/level_zero_backend.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

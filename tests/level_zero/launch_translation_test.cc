@@ -1,10 +1,9 @@
 // The pure translations of level_zero_launch.h: parameter values, the 32-bit
 // grid, the tuned group size and a compiled kernel's limits.
-#include "backends/level_zero/level_zero_launch.h"
-
 #include <cstring>
 #include <limits>
 
+#include "backends/level_zero/level_zero_launch.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -38,11 +37,11 @@ TEST(LevelZeroArguments, ScalarIsPassedByValueInItsTypesSize) {
     KernelArg arg;
     size_t size;
   } cases[] = {
-      {KernelArg::of_scalar<int8_t>(-3), 1},     {KernelArg::of_scalar<uint8_t>(200), 1},
-      {KernelArg::of_scalar<int16_t>(-300), 2},  {KernelArg::of_scalar<uint16_t>(60000), 2},
-      {KernelArg::of_half_bits(0x3c00), 2},      {KernelArg::of_scalar<int32_t>(-70000), 4},
-      {KernelArg::of_scalar<uint32_t>(7u), 4},   {KernelArg::of_scalar<float>(2.5f), 4},
-      {KernelArg::of_scalar<int64_t>(-1), 8},    {KernelArg::of_scalar<uint64_t>(1ull << 40), 8},
+      {KernelArg::of_scalar<int8_t>(-3), 1},    {KernelArg::of_scalar<uint8_t>(200), 1},
+      {KernelArg::of_scalar<int16_t>(-300), 2}, {KernelArg::of_scalar<uint16_t>(60000), 2},
+      {KernelArg::of_half_bits(0x3c00), 2},     {KernelArg::of_scalar<int32_t>(-70000), 4},
+      {KernelArg::of_scalar<uint32_t>(7u), 4},  {KernelArg::of_scalar<float>(2.5f), 4},
+      {KernelArg::of_scalar<int64_t>(-1), 8},   {KernelArg::of_scalar<uint64_t>(1ull << 40), 8},
       {KernelArg::of_scalar<double>(0.125), 8},
   };
   for (const auto& c : cases) {
@@ -97,11 +96,11 @@ TEST(LevelZeroGrid, GroupCountBeyondThirtyTwoBitsIsAnErrorNamingKernelDimensionA
 }
 
 TEST(LevelZeroTuning, SuggestionIsAskedForTheItemsRoundedUpToTheSimdWidth) {
-  EXPECT_EQ(suggestion_extent(37, 16), 48u);   // a prime would only divide by 1
+  EXPECT_EQ(suggestion_extent(37, 16), 48u);  // a prime would only divide by 1
   EXPECT_EQ(suggestion_extent(48, 16), 48u);
   EXPECT_EQ(suggestion_extent(1, 32), 32u);
-  EXPECT_EQ(suggestion_extent(0, 16), 16u);    // never ask about an empty launch
-  EXPECT_EQ(suggestion_extent(37, 0), 37u);    // no width known: as is
+  EXPECT_EQ(suggestion_extent(0, 16), 16u);  // never ask about an empty launch
+  EXPECT_EQ(suggestion_extent(37, 0), 37u);  // no width known: as is
 }
 
 TEST(LevelZeroTuning, SuggestionExtentStaysWithinThirtyTwoBitsAndTheWidth) {

@@ -16,11 +16,11 @@
 namespace kad {
 namespace {
 
-using testing::PoclTest;
 using testing::expected_record;
 using testing::kFields;
 using testing::kIndexKernel;
 using testing::kPoison;
+using testing::PoclTest;
 
 enum class Sizes { kDynamic, kStaticNdrange, kStaticWorkgroup, kStaticBoth };
 
@@ -34,11 +34,15 @@ std::string case_name(const IndexCase& c) {
   std::string name = "nd";
   for (int d = 0; d < c.ndrange.rank(); ++d) {
     absl::StrAppend(&name, "_", c.ndrange.extents[d]);
-    if (c.ndrange.offsets[d] != 0) absl::StrAppend(&name, "at", c.ndrange.offsets[d] < 0 ? "m" : "", std::abs(c.ndrange.offsets[d]));
+    if (c.ndrange.offsets[d] != 0)
+      absl::StrAppend(&name, "at", c.ndrange.offsets[d] < 0 ? "m" : "",
+                      std::abs(c.ndrange.offsets[d]));
   }
   name += "__wg";
-  if (!c.workgroup) name += "_tuned";
-  else for (int d = 0; d < c.workgroup->rank; ++d) absl::StrAppend(&name, "_", (*c.workgroup)[d]);
+  if (!c.workgroup)
+    name += "_tuned";
+  else
+    for (int d = 0; d < c.workgroup->rank; ++d) absl::StrAppend(&name, "_", (*c.workgroup)[d]);
   static const char* kSizes[] = {"__dynamic", "__static_ndrange", "__static_workgroup",
                                  "__static_both"};
   return name + kSizes[static_cast<int>(c.sizes)];
@@ -49,8 +53,12 @@ void PrintTo(const IndexCase& c, std::ostream* os) { *os << case_name(c); }
 
 std::vector<IndexCase> index_cases() {
   const std::vector<NdRange> ranges = {
-      NdRange(Dims{}),        NdRange(Dims{7}),          NdRange(Dims{37}),
-      NdRange(Dims{5, 7}),    NdRange(Dims{33, 3}),      NdRange(Dims{3, 5, 7}),
+      NdRange(Dims{}),
+      NdRange(Dims{7}),
+      NdRange(Dims{37}),
+      NdRange(Dims{5, 7}),
+      NdRange(Dims{33, 3}),
+      NdRange(Dims{3, 5, 7}),
       NdRange(Dims{2, 3, 4, 5}),
       NdRange(Dims{9, 5}, Dims{0, -2}),  // static ndrange with offsets, as (0:8, -2:2)
   };
@@ -103,9 +111,8 @@ TEST_P(IndexQueries, EveryQueryMatchesTheColumnMajorLayout) {
     const std::vector<int64_t> want =
         expected_record(i, c.ndrange, result->workgroup, result->groups);
     const std::vector<int64_t> have(got.begin() + i * kFields, got.begin() + (i + 1) * kFields);
-    ASSERT_EQ(have, want) << "work-item " << i << " of " << to_string(c.ndrange)
-                          << ", workgroup " << to_string(result->workgroup) << ", "
-                          << to_string(result->choice);
+    ASSERT_EQ(have, want) << "work-item " << i << " of " << to_string(c.ndrange) << ", workgroup "
+                          << to_string(result->workgroup) << ", " << to_string(result->choice);
   }
   for (size_t i = static_cast<size_t>(n * kFields); i < got.size(); ++i)
     ASSERT_EQ(got[i], kPoison) << "write past the ndrange at long " << i;

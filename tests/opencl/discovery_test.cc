@@ -1,7 +1,6 @@
 // Device discovery: PoCL appears exactly once, whether the ICD loader lists
 // it or kad loads it directly as the embedded default.
 #include "backends/opencl/opencl_backend.h"
-
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 

@@ -10,9 +10,9 @@
 namespace kad {
 namespace {
 
-using testing::PoclTest;
 using ::testing::AllOf;
 using ::testing::HasSubstr;
+using testing::PoclTest;
 
 constexpr char kFill[] = R"(
 kernel void fill(KAD_CONTEXT, global int* out, int value) {
@@ -21,8 +21,11 @@ kernel void fill(KAD_CONTEXT, global int* out, int value) {
 )";
 
 KernelSignature fill_signature() {
-  return {"fill", std::nullopt, std::nullopt,
-          {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)}, ""};
+  return {"fill",
+          std::nullopt,
+          std::nullopt,
+          {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)},
+          ""};
 }
 
 class Errors : public PoclTest {
@@ -74,8 +77,8 @@ TEST_F(Errors, WorkgroupLargerThanTheDeviceAllowsNamesTheLimit) {
   absl::Status s = launch_fill(fill_signature(), &range, &wg);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(s.message()), AllOf(HasSubstr("kernel `fill`"),
-                                 HasSubstr("(" + std::to_string(2 * max) + ", 1, 1)"),
-                                 HasSubstr(std::to_string(max))));
+                                              HasSubstr("(" + std::to_string(2 * max) + ", 1, 1)"),
+                                              HasSubstr(std::to_string(max))));
 }
 
 TEST_F(Errors, WorkgroupOverTheTotalButWithinEachDimensionNamesTheKernelMaximum) {
@@ -84,9 +87,10 @@ TEST_F(Errors, WorkgroupOverTheTotalButWithinEachDimensionNamesTheKernelMaximum)
   const Dims wg{64, static_cast<int64_t>(max / 32)};  // 2x the maximum in total
   absl::Status s = launch_fill(fill_signature(), &range, &wg);
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(std::string(s.message()),
-              AllOf(HasSubstr("kernel `fill`"), HasSubstr(std::to_string(2 * max) + " work-items"),
-                    HasSubstr("more than " + std::to_string(max) + ", the maximum for this kernel")));
+  EXPECT_THAT(
+      std::string(s.message()),
+      AllOf(HasSubstr("kernel `fill`"), HasSubstr(std::to_string(2 * max) + " work-items"),
+            HasSubstr("more than " + std::to_string(max) + ", the maximum for this kernel")));
 }
 
 TEST_F(Errors, MoreThanTwoToTheSixtyThreeWorkItemsIsRejectedBeforeCompiling) {
@@ -125,7 +129,8 @@ kernel void copy(KAD_CONTEXT, global int* dst, const global int* restrict src) {
 }
 )";
   auto kernel = make_kernel(
-      kCopy, {"copy", std::nullopt, std::nullopt, {ArgSpec::buffer(), ArgSpec::const_buffer()}, ""});
+      kCopy,
+      {"copy", std::nullopt, std::nullopt, {ArgSpec::buffer(), ArgSpec::const_buffer()}, ""});
   const NdRange range(Dims{16});
   const KernelArg args[] = {KernelArg::of_buffer(*out_), KernelArg::of_buffer(*out_)};
   auto r = run(*kernel, &range, nullptr, args);
@@ -223,7 +228,8 @@ TEST_F(Errors, InvalidSignaturesAreRejectedWhenTheKernelIsCreated) {
   ASSERT_TRUE(module.ok());
   KernelSignature sig = fill_signature();
   sig.entry = "not a name";
-  EXPECT_THAT(std::string(Kernel::create(*module, sig).status().message()), HasSubstr("not a valid identifier"));
+  EXPECT_THAT(std::string(Kernel::create(*module, sig).status().message()),
+              HasSubstr("not a valid identifier"));
   sig = fill_signature();
   sig.static_ndrange = NdRange(Dims{4});
   sig.static_workgroup = Dims{2, 2};
@@ -231,7 +237,8 @@ TEST_F(Errors, InvalidSignaturesAreRejectedWhenTheKernelIsCreated) {
               HasSubstr("workgroup size (2, 2) has 2 dimensions, more than the ndrange (4)"));
   sig = fill_signature();
   sig.args.assign(kMaxKernelArgs + 1, ArgSpec::buffer());
-  EXPECT_THAT(std::string(Kernel::create(*module, sig).status().message()), HasSubstr("more than the maximum"));
+  EXPECT_THAT(std::string(Kernel::create(*module, sig).status().message()),
+              HasSubstr("more than the maximum"));
 }
 
 }  // namespace

@@ -16,8 +16,11 @@ kernel void scale(KAD_CONTEXT, global float* x, float a) {
 )";
 
 KernelSignature scale_signature() {
-  return {"scale", std::nullopt, std::nullopt,
-          {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kF32)}, ""};
+  return {"scale",
+          std::nullopt,
+          std::nullopt,
+          {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kF32)},
+          ""};
 }
 
 class KernelCacheOnPocl : public PoclTest {
@@ -105,8 +108,11 @@ kernel void offset(KAD_CONTEXT, global int* x) {
 )";
   const NdRange range(Dims{8});
   for (int offset : {3, 5}) {
-    auto kernel = make_kernel(kOffset, {"offset", std::nullopt, std::nullopt,
-                                        {ArgSpec::buffer()}, "-DOFFSET=" + std::to_string(offset)});
+    auto kernel = make_kernel(kOffset, {"offset",
+                                        std::nullopt,
+                                        std::nullopt,
+                                        {ArgSpec::buffer()},
+                                        "-DOFFSET=" + std::to_string(offset)});
     auto x = make_buffer<int32_t>(8, 100);
     const KernelArg args[] = {KernelArg::of_buffer(*x)};
     ASSERT_TRUE(run(*kernel, &range, nullptr, args).ok());

@@ -92,9 +92,10 @@ TEST_F(Launch, FortyArgumentsArriveInOrder) {
     sig.args.push_back(ArgSpec::scalar_of(ScalarType::kI32));
   }
   sig.args.push_back(ArgSpec::buffer());
-  const std::string source = absl::StrCat(
-      "kernel void forty(KAD_CONTEXT", params, ", global int* out) {\n",
-      "  if (!kad_active()) return;\n  long i = kad_global_linear();\n  out[i] = 0", body, ";\n}\n");
+  const std::string source =
+      absl::StrCat("kernel void forty(KAD_CONTEXT", params, ", global int* out) {\n",
+                   "  if (!kad_active()) return;\n  long i = kad_global_linear();\n  out[i] = 0",
+                   body, ";\n}\n");
   ASSERT_EQ(sig.args.size(), 41u);
   auto kernel = make_kernel(source, sig);
 
@@ -131,8 +132,11 @@ kernel void neighbours(KAD_CONTEXT, global const int* restrict in, global int* o
   if (kad_active()) out[kad_global_linear()] = tile[(l + 1) % size];
 }
 )";
-  KernelSignature sig{"neighbours", std::nullopt, Dims{8},
-                      {ArgSpec::const_buffer(), ArgSpec::buffer(), ArgSpec::local()}, ""};
+  KernelSignature sig{"neighbours",
+                      std::nullopt,
+                      Dims{8},
+                      {ArgSpec::const_buffer(), ArgSpec::buffer(), ArgSpec::local()},
+                      ""};
   auto kernel = make_kernel(kNeighbours, sig);
   const int64_t n = 37;  // 5 groups of 8, the last with 3 padding lanes
   std::vector<int32_t> in(n);

@@ -11,14 +11,15 @@
 namespace kad::testing {
 
 struct AllocCounts {
-  uint64_t kad_allocs = 0;      // this thread, outside driver calls
+  uint64_t kad_allocs = 0;  // this thread, outside driver calls
   uint64_t kad_bytes = 0;
-  uint64_t driver_allocs = 0;   // this thread, inside driver calls
+  uint64_t driver_allocs = 0;  // this thread, inside driver calls
   uint64_t driver_bytes = 0;
-  uint64_t total_allocs = 0;    // every thread
+  uint64_t total_allocs = 0;  // every thread
   uint64_t total_bytes = 0;
   uint64_t all_driver_allocs = 0;  // every thread, inside driver calls
-  uint64_t service_allocs = 0;     // kad's service threads (kad::t_kad_service_thread), outside driver calls
+  uint64_t service_allocs =
+      0;  // kad's service threads (kad::t_kad_service_thread), outside driver calls
 };
 
 // Counts from construction until counts() is called.

@@ -47,10 +47,9 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(std::vector<std::string> e
   if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
   d->dir_ = dir;
   const std::string ready = d->dir_ + "/ready";
-  std::vector<std::string> argv = {KAD_DAEMON_PATH,
-                                   "--listen", "unix:" + d->dir_ + "/kad.sock",
-                                   "--listen", "tcp://127.0.0.1:0",
-                                   "--ready-file", ready};
+  std::vector<std::string> argv = {
+      KAD_DAEMON_PATH, "--listen", "unix:" + d->dir_ + "/kad.sock", "--listen", "tcp://127.0.0.1:0",
+      "--ready-file",  ready};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   d->pid_ = spawn(argv, d->dir_ + "/kad.log");
   if (d->pid_ < 0) return absl::InternalError("fork failed");

@@ -36,7 +36,7 @@ kernel void indices(KAD_CONTEXT, global long* out) {
 
 // The record a lane at column-major position `linear` must have written.
 inline std::vector<int64_t> expected_record(int64_t linear, const NdRange& range, const Dims& wg,
-                                     const Dims& groups) {
+                                            const Dims& groups) {
   std::vector<int64_t> r(kFields, 0);
   r[0] = linear;
   int64_t rest = linear, local_linear = 0, group_linear = 0, local_stride = 1, group_stride = 1;

@@ -17,8 +17,7 @@ Device& pocl_device() {
   }
   std::string log;
   for (const std::string& line : registry->log) log += line + "\n";
-  ADD_FAILURE() << "no " << (chosen ? chosen : "PoCL") << " device found; discovery said:\n"
-                << log;
+  ADD_FAILURE() << "no " << (chosen ? chosen : "PoCL") << " device found; discovery said:\n" << log;
   std::abort();
 }
 
@@ -41,8 +40,7 @@ std::unique_ptr<Kernel> PoclTest::make_kernel(const std::string& source,
 }
 
 absl::StatusOr<LaunchResult> PoclTest::run(Kernel& kernel, const NdRange* ndrange,
-                                           const Dims* workgroup,
-                                           std::span<const KernelArg> args) {
+                                           const Dims* workgroup, std::span<const KernelArg> args) {
   absl::StatusOr<LaunchResult> r = launch(kernel, *queue_, cache_, {ndrange, workgroup, args});
   if (!r.ok()) return r;
   if (absl::Status s = queue_->wait(r->event); !s.ok()) return s;

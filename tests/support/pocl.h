@@ -7,11 +7,11 @@
 #include <string>
 #include <vector>
 
-#include "gtest/gtest.h"
 #include "core/backend.h"
 #include "core/kernel.h"
 #include "core/kernel_cache.h"
 #include "core/launch.h"
+#include "gtest/gtest.h"
 
 namespace kad::testing {
 
@@ -29,11 +29,13 @@ class PoclTest : public ::testing::Test {
   std::unique_ptr<Kernel> make_kernel(const std::string& source, KernelSignature signature);
 
   // A buffer of `count` elements of T, each set to `fill` (poison).
-  template <typename T> std::unique_ptr<Buffer> make_buffer(size_t count, T fill) {
+  template <typename T>
+  std::unique_ptr<Buffer> make_buffer(size_t count, T fill) {
     std::vector<T> host(count, fill);
     return upload(std::span<const T>(host));
   }
-  template <typename T> std::unique_ptr<Buffer> upload(std::span<const T> data) {
+  template <typename T>
+  std::unique_ptr<Buffer> upload(std::span<const T> data) {
     auto b = device().allocate(std::max<size_t>(data.size_bytes(), 1));
     EXPECT_TRUE(b.ok()) << b.status();
     if (!b.ok()) return nullptr;
@@ -41,7 +43,8 @@ class PoclTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s;
     return *std::move(b);
   }
-  template <typename T> std::vector<T> download(const Buffer& buffer) {
+  template <typename T>
+  std::vector<T> download(const Buffer& buffer) {
     std::vector<T> host(buffer.size() / sizeof(T));
     auto s = queue().read_buffer(buffer, 0, std::as_writable_bytes(std::span(host)));
     EXPECT_TRUE(s.ok()) << s;

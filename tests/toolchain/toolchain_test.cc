@@ -11,8 +11,8 @@
 #include "absl/strings/str_format.h"
 #include "core/specialization.h"
 #include "gmock/gmock.h"
-#include "tests/support/core_fixtures.h"
 #include "gtest/gtest.h"
+#include "tests/support/core_fixtures.h"
 #include "tests/support/index_kernel.h"
 
 namespace kad {
@@ -29,7 +29,8 @@ class ToolchainTest : public ::testing::Test {
     toolchain_ = *std::move(t);
   }
   std::string write(const std::string& name, const std::string& bytes) {
-    const std::string path = (fs::temp_directory_path() / (name + std::to_string(getpid()))).string();
+    const std::string path =
+        (fs::temp_directory_path() / (name + std::to_string(getpid()))).string();
     std::ofstream(path, std::ios::binary) << bytes;
     files_.push_back(path);
     return path;
@@ -78,8 +79,8 @@ TEST_F(ToolchainTest, ConformanceKernelsLowerToPtxWithTheirEntry) {
 
 TEST_F(ToolchainTest, ConformanceKernelsLowerToValidSpirv) {
   for (const Specialization& s : conformance_specs()) {
-    auto spirv = toolchain_->lower(CodeTarget::kSpirv, specialised_source(s, testing::kIndexKernel),
-                                   "", "");
+    auto spirv =
+        toolchain_->lower(CodeTarget::kSpirv, specialised_source(s, testing::kIndexKernel), "", "");
     ASSERT_TRUE(spirv.ok()) << spirv.status();
     ASSERT_GE(spirv->size(), 4u);
     EXPECT_EQ(static_cast<uint8_t>((*spirv)[0]), 0x03) << "SPIR-V magic";
@@ -107,10 +108,11 @@ TEST_F(ToolchainTest, ConformanceKernelsLinkIntoAmdgcnCodeObjects) {
 }
 
 TEST_F(ToolchainTest, ACompileErrorReturnsTheCompilersLog) {
-  auto r = toolchain_->lower(CodeTarget::kPtx,
-                             specialised_source(testing::Spec(1, false, 32),
-                                                "kernel void k(KAD_CONTEXT) { undefined_thing(); }"),
-                             "sm_80", "");
+  auto r =
+      toolchain_->lower(CodeTarget::kPtx,
+                        specialised_source(testing::Spec(1, false, 32),
+                                           "kernel void k(KAD_CONTEXT) { undefined_thing(); }"),
+                        "sm_80", "");
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("undefined_thing"));

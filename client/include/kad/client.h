@@ -6,7 +6,8 @@
 //   queue->write(x, 0, std::as_bytes(std::span(host)));
 //   auto module = client->load_module(source).value();
 //   auto kernel = client->get_kernel(module, {.entry = "scale",
-//       .args = {kad::client::ArgSpec::buffer(), kad::client::ArgSpec::scalar(kad::client::ScalarType::kF32)}}).value();
+//       .args = {kad::client::ArgSpec::buffer(),
+//       kad::client::ArgSpec::scalar(kad::client::ScalarType::kF32)}}).value();
 //   const kad::client::Arg args[] = {kad::client::Arg::buffer(x), kad::client::Arg::scalar(2.0f)};
 //   auto launched = queue->launch(kernel, kad::client::Dims{n}, nullptr, args).value();
 //   queue->wait(launched.event);
@@ -97,7 +98,8 @@ class Arg {
  public:
   static Arg buffer(const Buffer& b) { return Arg(Kind::kBuffer, b.handle, ScalarType::kI32); }
   static Arg local(uint64_t bytes) { return Arg(Kind::kLocal, bytes, ScalarType::kI32); }
-  template <typename T> static Arg scalar(T value) {
+  template <typename T>
+  static Arg scalar(T value) {
     uint64_t bits = 0;
     std::memcpy(&bits, &value, sizeof(T));
     return Arg(Kind::kScalar, bits, type_of<T>());
@@ -111,18 +113,30 @@ class Arg {
 
  private:
   Arg(Kind k, uint64_t v, ScalarType t) : kind_(k), value_(v), type_(t) {}
-  template <typename T> static constexpr ScalarType type_of() {
-    if constexpr (std::is_same_v<T, int8_t>) return ScalarType::kI8;
-    else if constexpr (std::is_same_v<T, uint8_t>) return ScalarType::kU8;
-    else if constexpr (std::is_same_v<T, int16_t>) return ScalarType::kI16;
-    else if constexpr (std::is_same_v<T, uint16_t>) return ScalarType::kU16;
-    else if constexpr (std::is_same_v<T, int32_t>) return ScalarType::kI32;
-    else if constexpr (std::is_same_v<T, uint32_t>) return ScalarType::kU32;
-    else if constexpr (std::is_same_v<T, int64_t>) return ScalarType::kI64;
-    else if constexpr (std::is_same_v<T, uint64_t>) return ScalarType::kU64;
-    else if constexpr (std::is_same_v<T, float>) return ScalarType::kF32;
-    else if constexpr (std::is_same_v<T, double>) return ScalarType::kF64;
-    else static_assert(sizeof(T) == 0, "not a kernel scalar type");
+  template <typename T>
+  static constexpr ScalarType type_of() {
+    if constexpr (std::is_same_v<T, int8_t>)
+      return ScalarType::kI8;
+    else if constexpr (std::is_same_v<T, uint8_t>)
+      return ScalarType::kU8;
+    else if constexpr (std::is_same_v<T, int16_t>)
+      return ScalarType::kI16;
+    else if constexpr (std::is_same_v<T, uint16_t>)
+      return ScalarType::kU16;
+    else if constexpr (std::is_same_v<T, int32_t>)
+      return ScalarType::kI32;
+    else if constexpr (std::is_same_v<T, uint32_t>)
+      return ScalarType::kU32;
+    else if constexpr (std::is_same_v<T, int64_t>)
+      return ScalarType::kI64;
+    else if constexpr (std::is_same_v<T, uint64_t>)
+      return ScalarType::kU64;
+    else if constexpr (std::is_same_v<T, float>)
+      return ScalarType::kF32;
+    else if constexpr (std::is_same_v<T, double>)
+      return ScalarType::kF64;
+    else
+      static_assert(sizeof(T) == 0, "not a kernel scalar type");
   }
   Kind kind_;
   uint64_t value_;
@@ -146,7 +160,7 @@ struct LaunchInfo {
   bool linear = false;
   int index_bits = 32;
   int rank = 0;
-  Dims workgroup;      // as used (tuned or given)
+  Dims workgroup;  // as used (tuned or given)
 };
 
 struct ServiceStatus {
@@ -240,8 +254,7 @@ class Client {
   absl::StatusOr<client::Module> load_module(absl::string_view opencl_c_source);
   // A module in any format; the daemon checks the bytes and lowers them for
   // the device that launches them (errors name the format and the fault).
-  absl::StatusOr<client::Module> load_module(client::ModuleFormat format,
-                                             absl::string_view bytes);
+  absl::StatusOr<client::Module> load_module(client::ModuleFormat format, absl::string_view bytes);
   absl::StatusOr<client::Kernel> get_kernel(const client::Module& module,
                                             const client::KernelSpec& spec);
   absl::StatusOr<std::unique_ptr<client::Queue>> create_queue(absl::string_view device = "");

@@ -112,7 +112,7 @@ struct ChannelHeader {
   RingIndices completion;
   std::atomic<uint32_t> closed;  // set by kad when it ends the channel (then futexes woken)
   uint32_t close_reason_length;
-  char close_reason[256];        // why kad ended the channel
+  char close_reason[256];  // why kad ended the channel
 };
 
 static_assert(std::atomic<uint32_t>::is_always_lock_free);
@@ -120,9 +120,11 @@ static_assert(sizeof(SubmitRecord) <= 2048);
 static_assert(sizeof(CompletionRecord) == 512);
 
 inline constexpr uint64_t kSubmitOffset = 4096;
-inline constexpr uint64_t kCompletionOffset = kSubmitOffset + uint64_t{kSubmitSlots} * sizeof(SubmitRecord);
+inline constexpr uint64_t kCompletionOffset =
+    kSubmitOffset + uint64_t{kSubmitSlots} * sizeof(SubmitRecord);
 inline constexpr uint64_t kArenaOffset =
-    (kCompletionOffset + uint64_t{kCompletionSlots} * sizeof(CompletionRecord) + 4095) / 4096 * 4096;
+    (kCompletionOffset + uint64_t{kCompletionSlots} * sizeof(CompletionRecord) + 4095) / 4096 *
+    4096;
 inline constexpr uint64_t kChannelBytes = kArenaOffset + kArenaBytes;
 static_assert(sizeof(ChannelHeader) <= kSubmitOffset);
 

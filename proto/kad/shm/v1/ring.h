@@ -24,7 +24,8 @@ namespace kad::shm::v1 {
 inline constexpr int kSpinIterations = 20000;
 
 inline void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, int64_t timeout_ns) {
-  timespec ts{static_cast<time_t>(timeout_ns / 1000000000), static_cast<long>(timeout_ns % 1000000000)};
+  timespec ts{static_cast<time_t>(timeout_ns / 1000000000),
+              static_cast<long>(timeout_ns % 1000000000)};
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected,
           timeout_ns >= 0 ? &ts : nullptr, nullptr, 0);
 }
@@ -51,8 +52,10 @@ inline uint32_t wait_for_change(std::atomic<uint32_t>* word, uint32_t seen,
     // for may need this core. Measured on 2 cores, 16 client processes:
     // never yielding 2.1k launches/s (Jain 0.84), every 4096 spins 6.1k/s
     // (0.99), every 256 spins 9.3k/s but single-client latency 33 -> 56 us.
-    if ((i & 4095) == 4095) sched_yield();
-    else cpu_relax();
+    if ((i & 4095) == 4095)
+      sched_yield();
+    else
+      cpu_relax();
   }
   waiting->store(1, std::memory_order_seq_cst);
   uint32_t now = word->load(std::memory_order_seq_cst);
