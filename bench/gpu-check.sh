@@ -31,14 +31,16 @@ cd "$(dirname "$0")/.."
 mode=${1:-}
 bundle=${2:-out/gpu}
 
-conformance_filter='Conformance/*:Launch.*:KernelCacheOnPocl.*'
+# The compiled-kernel cache tests of kad_opencl_tests; the conformance suite
+# (kad_conformance_tests) runs whole, on the device KAD_TEST_DEVICE names.
+cache_filter='KernelCacheOnPocl.*'
 
 prepare() {
   set -e
   bash deploy/install-deps.sh
   cmake -S . -B build -G Ninja -DKAD_WERROR=ON >/dev/null
-  cmake --build build -j"$(nproc)" --target kad kad-demo kad_opencl_tests kad_cuda_tests \
-    kad_bench
+  cmake --build build -j"$(nproc)" --target kad kad-demo kad_opencl_tests \
+    kad_conformance_tests kad_cuda_tests kad_bench
   rm -rf "$bundle"
   mkdir -p "$bundle/bin" "$bundle/lib" "$bundle/cache"
   local cache
@@ -46,7 +48,8 @@ prepare() {
 
   echo "== lowering every kernel the GPU run compiles to PTX (sm_80) into $cache"
   export KAD_PRELOWER=ptx:sm_80 KAD_CACHE_DIR=$cache
-  build/tests/kad_opencl_tests --gtest_filter="$conformance_filter" --gtest_brief=1
+  build/tests/conformance/kad_conformance_tests --gtest_brief=1
+  build/tests/kad_opencl_tests --gtest_filter="$cache_filter" --gtest_brief=1
   deploy/run-kad-demo.sh build/server/kad build/client/kad-demo >/dev/null
   build/bench/kad_bench --prepare_gpu_cache
   # One short pass of every kad mode of the quick profile: what it compiles is lowered too.
@@ -57,7 +60,8 @@ prepare() {
 
   echo "== packing binaries and libraries into $bundle"
   local binaries=(build/server/kad build/client/kad-demo
-                  build/tests/kad_opencl_tests build/tests/cuda/kad_cuda_tests
+                  build/tests/kad_opencl_tests build/tests/conformance/kad_conformance_tests
+                  build/tests/cuda/kad_cuda_tests
                   build/bench/kad_bench)
   for b in "${binaries[@]}"; do
     [ -x "$b" ] || { echo "missing $b" >&2; exit 1; }
@@ -118,8 +122,10 @@ run() {
   step cuda_backend_tests 60 "$bin/kad_cuda_tests"
   step daemon_demo 60 deploy/run-kad-demo.sh "$bin/kad" "$bin/kad-demo"
   for ((i = 0; i < count; i++)); do
-    step "conformance_cuda$i" 180 env KAD_TEST_DEVICE="cuda:$i" "$bin/kad_opencl_tests" \
-      --gtest_filter="$conformance_filter" --gtest_brief=1
+    step "conformance_cuda$i" 180 env KAD_TEST_DEVICE="cuda:$i" "$bin/kad_conformance_tests" \
+      --gtest_brief=1
+    step "kernel_cache_cuda$i" 120 env KAD_TEST_DEVICE="cuda:$i" "$bin/kad_opencl_tests" \
+      --gtest_filter="$cache_filter" --gtest_brief=1
     step "bench_cuda$i" 300 env KAD_BENCH_DEVICE="cuda:$i" "$bin/kad_bench" --profile=quick \
       --benchmark_min_time=0.2 --benchmark_out="$results/results_cuda$i.json" \
       --benchmark_out_format=json

@@ -16,7 +16,7 @@ absl::Status check_buffer_range(const Buffer& buffer, uint64_t offset, uint64_t 
 
 absl::Status check_issued(EventId id, EventId next) {
   if (id < next) return absl::OkStatus();
-  return absl::InvalidArgumentError(
+  return absl::NotFoundError(
       absl::StrFormat("event %d was never issued on this queue (the last is %d)", id, next - 1));
 }
 

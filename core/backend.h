@@ -63,6 +63,11 @@ class CompiledKernel {
   // Tuning hook (DESIGN §3.4): work-items per workgroup that suit this kernel
   // for a launch of `nitems` items, at most `max_items`. Must not allocate.
   virtual uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const = 0;
+  // The kernel's parameters after KAD_CONTEXT, as the driver reports them;
+  // null where the backend cannot tell (it checked the count and kinds it
+  // can see when it compiled). The cache keeps them per module and entry, so
+  // that GetKernel can check another signature before any launch.
+  virtual const std::vector<KernelParameter>* parameters() const { return nullptr; }
 };
 
 // Everything a backend needs to compile one specialised kernel.

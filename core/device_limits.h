@@ -14,6 +14,10 @@ struct DeviceLimits {
   uint64_t max_workgroup_size = 1;                      // work-items in one workgroup
   std::array<uint64_t, 3> max_workgroup_dims{1, 1, 1};  // work-items per dimension
   std::array<uint64_t, 3> max_groups{kUnlimited, kUnlimited, kUnlimited};  // groups per dimension
+  // Groups in one launch, all dimensions together. Some drivers count groups
+  // in 32 bits (PoCL's pthread and basic devices), far below the product of
+  // max_groups: a launch past it must be refused before it reaches them.
+  uint64_t max_total_groups = kUnlimited;
   uint64_t compute_units = 1;
   uint64_t subgroup_width = 1;
   uint64_t global_memory_bytes = 0;

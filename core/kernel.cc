@@ -2,6 +2,7 @@
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_format.h"
+#include "core/build_options.h"
 #include "core/kernel_lowering.h"
 #include "core/partition.h"
 
@@ -37,6 +38,9 @@ absl::StatusOr<std::unique_ptr<Kernel>> Kernel::create(std::shared_ptr<const Mod
                           arg_kind_name(a.kind), scalar_type_name(a.scalar)));
     }
   }
+  absl::StatusOr<std::string> options = checked_build_options(sig.entry, sig.build_options);
+  if (!options.ok()) return options.status();
+  sig.build_options = *std::move(options);
   // Static sizes must partition; the launch re-checks nothing of them.
   if (sig.static_ndrange) {
     const Dims none;
@@ -69,6 +73,7 @@ absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Spe
   SpecializationKey key;
   key.module_digest = module_->digest();
   key.entry = signature_.entry;
+  key.signature = signature_text(signature_);
   key.device_id = info.id;
   key.spec = spec;
   key.compiler_options = signature_.build_options;

@@ -1,6 +1,20 @@
 #include "core/kernel_cache.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace kad {
+namespace {
+
+bool repeats_for_the_same_key(absl::StatusCode code) {
+  return code == absl::StatusCode::kInvalidArgument || code == absl::StatusCode::kNotFound ||
+         code == absl::StatusCode::kUnimplemented;
+}
+
+std::string parameters_key(absl::string_view module_digest, absl::string_view entry) {
+  return absl::StrCat(module_digest, "\n", entry);
+}
+
+}  // namespace
 
 absl::StatusOr<CompiledKernel*> KernelCache::get_or_compile(const SpecializationKey& key,
                                                             CompileFn compile) {
@@ -10,15 +24,39 @@ absl::StatusOr<CompiledKernel*> KernelCache::get_or_compile(const Specialization
     record_hit();
     return it->second.get();
   }
+  if (auto it = failed_.find(canonical); it != failed_.end()) {
+    ++remembered_failures_;
+    return it->second;
+  }
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled = compile();
   if (!compiled.ok()) {
     ++failures_;
+    if (repeats_for_the_same_key(compiled.status().code())) {
+      if (failed_order_.size() >= kMaxRememberedFailures) {
+        failed_.erase(failed_order_.front());
+        failed_order_.pop_front();
+      }
+      failed_.emplace(canonical, compiled.status());
+      failed_order_.push_back(std::move(canonical));
+    }
     return compiled.status();
   }
   ++compilations_;
   CompiledKernel* raw = compiled->get();
+  if (const std::vector<KernelParameter>* params = raw->parameters()) {
+    absl::MutexLock parameters_lock(&parameters_mu_);
+    parameters_.try_emplace(parameters_key(key.module_digest, key.entry), *params);
+  }
   entries_.emplace(std::move(canonical), *std::move(compiled));
   return raw;
+}
+
+std::optional<std::vector<KernelParameter>> KernelCache::parameters(absl::string_view module_digest,
+                                                                    absl::string_view entry) const {
+  absl::MutexLock lock(&parameters_mu_);
+  auto it = parameters_.find(parameters_key(module_digest, entry));
+  if (it == parameters_.end()) return std::nullopt;
+  return it->second;
 }
 
 KernelCache::Stats KernelCache::stats() const {
@@ -27,6 +65,7 @@ KernelCache::Stats KernelCache::stats() const {
   s.entries = entries_.size();
   s.compilations = compilations_;
   s.failures = failures_;
+  s.remembered_failures = remembered_failures_;
   s.hits = hits_.load(std::memory_order_relaxed);
   return s;
 }

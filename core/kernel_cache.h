@@ -5,12 +5,16 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <memory>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/functional/function_ref.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "core/backend.h"
 #include "core/specialization.h"
@@ -21,26 +25,48 @@ class KernelCache {
  public:
   struct Stats {
     uint64_t entries = 0;
-    uint64_t hits = 0;          // launches served by an entry
-    uint64_t compilations = 0;  // successful compiles
-    uint64_t failures = 0;      // compiles that failed (not cached: a fixed source may follow)
+    uint64_t hits = 0;                 // launches served by an entry
+    uint64_t compilations = 0;         // successful compiles
+    uint64_t failures = 0;             // compiles that failed
+    uint64_t remembered_failures = 0;  // failures answered again without compiling
   };
+
+  // The most failed keys remembered; past it the oldest are forgotten (and
+  // would be compiled again), so failing keys cannot grow the cache unbounded.
+  static constexpr size_t kMaxRememberedFailures = 4096;
 
   using CompileFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<CompiledKernel>>()>;
 
   // Returns the entry for `key`, compiling it with `compile` on a miss.
   // Compiles run under the cache's lock, so one key is never compiled twice.
+  // A failure that the same key would repeat — the input's fault
+  // (INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED), not the moment's — is
+  // remembered and returned again without compiling: a module that does not
+  // lower is not lowered again on every launch.
   absl::StatusOr<CompiledKernel*> get_or_compile(const SpecializationKey& key, CompileFn compile);
   // A hit served without a map lookup (a Kernel's own table of entries).
   void record_hit() { hits_.fetch_add(1, std::memory_order_relaxed); }
+
+  // The parameters of entry `entry` of the module with `module_digest`, as
+  // the first compiled kernel of it that knew them reported them; none until
+  // such a kernel was compiled.
+  std::optional<std::vector<KernelParameter>> parameters(absl::string_view module_digest,
+                                                         absl::string_view entry) const;
 
   Stats stats() const;
 
  private:
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::unique_ptr<CompiledKernel>> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> failed_order_ ABSL_GUARDED_BY(mu_);  // oldest first
+  // Its own lock: GetKernel reads it while another session compiles.
+  mutable absl::Mutex parameters_mu_;
+  absl::flat_hash_map<std::string, std::vector<KernelParameter>> parameters_
+      ABSL_GUARDED_BY(parameters_mu_);
   uint64_t compilations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t remembered_failures_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> hits_{0};
 };
 

@@ -129,6 +129,9 @@ KernelLowering& KernelLowering::shared() {
 std::string KernelLowering::code_key(const CompileRequest& request, CodeTarget target,
                                      absl::string_view cpu) const {
   SpecializationKey key = request.key;
+  // Lowered code depends on the source, not on the signature a backend then
+  // checks it against: kernels of any signature share it.
+  key.signature.clear();
   key.device_id = absl::StrCat(code_target_name(target), " ", cpu);
   key.toolchain_version = absl::StrCat(version_, "; kad lowering ", kLoweringRevision);
   return key.canonical();
@@ -159,6 +162,29 @@ int KernelLowering::prelower(const CompileRequest& request) {
   int done = 0;
   for (const LoweringTarget& t : prelower_) done += lower(neutral, t.target, t.cpu).ok() ? 1 : 0;
   return done;
+}
+
+absl::Status KernelLowering::verify(const Module& module) {
+  const ModuleFormat format = module.format();
+  if (format != ModuleFormat::kSpirv && format != ModuleFormat::kLlvmBitcodeSpir64) {
+    return absl::OkStatus();
+  }
+  {
+    absl::MutexLock lock(&verified_mu_);
+    if (verified_.contains(module.digest())) return absl::OkStatus();
+  }
+  if (!toolchain_.ok()) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "a %s module must be verified before a driver sees it, and kad has no toolchain to "
+        "verify it: %s",
+        module_format_name(format), toolchain_.status().message()));
+  }
+  if (absl::Status s = toolchain_->verify_ir(format, module.bytes()); !s.ok()) return s;
+  absl::MutexLock lock(&verified_mu_);
+  // Bounded: forgetting only costs a second verification.
+  if (verified_.size() >= 4096) verified_.clear();
+  verified_.insert(module.digest());
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::string> KernelLowering::run_toolchain(const CompileRequest& request,

@@ -15,9 +15,11 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "core/backend.h"
 #include "core/code_cache.h"
 #include "core/toolchain.h"
@@ -75,6 +77,12 @@ class KernelLowering {
   // GPU node without a toolchain then serves from. Returns how many targets
   // were lowered or already cached; failures only count as not done.
   int prelower(const CompileRequest& request);
+
+  // Verifies a module submitted as IR (Toolchain::verify_ir) before any
+  // in-process compiler sees it; a module already verified (by digest) is not
+  // verified again. Other formats pass. FAILED_PRECONDITION without a
+  // toolchain: kad does not hand unverified IR to a driver.
+  absl::Status verify(const Module& module);
   bool prelowering() const { return !prelower_.empty(); }
 
  private:
@@ -85,6 +93,8 @@ class KernelLowering {
   CodeCache* cache_;
   std::vector<LoweringTarget> prelower_;
   std::string version_;
+  absl::Mutex verified_mu_;
+  absl::flat_hash_set<std::string> verified_ ABSL_GUARDED_BY(verified_mu_);  // module digests
 };
 
 // The toolchain version kad was configured with (clang's `--version` line).

@@ -5,9 +5,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/strings/string_view.h"
 #include "core/dims.h"
 
@@ -63,5 +65,27 @@ struct KernelSignature {
   std::vector<ArgSpec> args;              // the user's arguments, in order
   std::string build_options;              // extra compiler options for this kernel
 };
+
+// The argument kinds of a signature as text ("buffer, const buffer, float"):
+// part of every specialisation key, so that a compiled kernel — checked
+// against its parameters for one signature — never serves another.
+std::string signature_text(const KernelSignature& signature);
+
+// One parameter of a compiled kernel (after KAD_CONTEXT), as its driver
+// reports it.
+struct KernelParameter {
+  enum class Space : uint8_t { kPrivate, kGlobal, kConstant, kLocal };
+  Space space = Space::kPrivate;
+  bool is_const = false;  // a const-qualified pointee
+  std::string type;       // OpenCL C spelling: "float*", "ulong"
+  std::string name;
+  bool operator==(const KernelParameter&) const = default;
+};
+
+// Checks a signature against a kernel's parameters: the count, then each
+// argument's kind and scalar type. INVALID_ARGUMENT naming the kernel, the
+// argument and both sides.
+absl::Status check_signature(const KernelSignature& signature,
+                             std::span<const KernelParameter> parameters);
 
 }  // namespace kad

@@ -33,6 +33,9 @@ absl::StatusOr<LaunchResult> launch(Kernel& kernel, Queue& queue, KernelCache& c
   absl::StatusOr<Partition> part = partition(sig, request.ndrange, request.workgroup);
   if (!part.ok()) return part.status();
   if (absl::Status s = validate_args(sig, request.args, device); !s.ok()) return s;
+  if (!part->tune_workgroup) {
+    if (absl::Status s = validate_workgroup(sig.entry, part->workgroup, limits); !s.ok()) return s;
+  }
   LaunchResult result;
   if (part->empty()) {
     result.empty = true;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace kad {
@@ -25,6 +26,20 @@ LaunchGeometry launch_geometry(const Partition& p, const LaunchChoice& choice) {
     }
   }
   return g;
+}
+
+absl::Status validate_workgroup(absl::string_view kernel, const Dims& workgroup,
+                                const DeviceLimits& device_limits) {
+  int64_t items;
+  if (!checked_product(workgroup, &items) ||
+      static_cast<uint64_t>(items) > device_limits.max_workgroup_size) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kernel `%s`: workgroup size %s has %s work-items, more than %d, the device's maximum",
+        kernel, to_string(workgroup),
+        checked_product(workgroup, &items) ? absl::StrCat(items) : "more than 2^63-1",
+        device_limits.max_workgroup_size));
+  }
+  return absl::OkStatus();
 }
 
 absl::Status validate_geometry(absl::string_view kernel, const LaunchGeometry& g,
@@ -51,6 +66,16 @@ absl::Status validate_geometry(absl::string_view kernel, const LaunchGeometry& g
           "dimension %d",
           kernel, g.items[0], g.items[1], g.items[2], device_limits.max_workgroup_dims[d], d));
     }
+  }
+  uint64_t groups = 1;
+  for (size_t d = 0; d < 3; ++d) {
+    if (__builtin_mul_overflow(groups, g.groups[d], &groups)) groups = UINT64_MAX;
+  }
+  if (groups > device_limits.max_total_groups) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "kernel `%s`: %d x %d x %d = %d groups exceed the device's maximum of %d groups in one "
+        "launch",
+        kernel, g.groups[0], g.groups[1], g.groups[2], groups, device_limits.max_total_groups));
   }
   for (size_t d = 0; d < 3; ++d) {
     if (g.groups[d] > device_limits.max_groups[d]) {

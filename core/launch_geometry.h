@@ -22,6 +22,13 @@ struct LaunchGeometry {
 
 LaunchGeometry launch_geometry(const Partition& partition, const LaunchChoice& choice);
 
+// A workgroup size the launch or the kernel fixed, against the device's
+// maximum work-items per workgroup, before it is padded to the hardware's
+// three dimensions or flattened for a linear launch: the message shows the
+// size the client gave.
+absl::Status validate_workgroup(absl::string_view kernel, const Dims& workgroup,
+                                const DeviceLimits& device_limits);
+
 // Items per dimension and in total against the kernel's limits, groups per
 // dimension against the device's, and the global size per dimension against
 // int64. Messages name the kernel, the value and the limit.

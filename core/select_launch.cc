@@ -40,7 +40,7 @@ int64_t workgroup_dim_limit(const DeviceLimits& limits, bool linear, int d) {
   return limit_of(limits.max_workgroup_dims, linear ? 0 : d);
 }
 
-Dims padded_bound(const Dims& extents, const DeviceLimits& limits, bool linear) {
+Dims padded_bound(const Dims& extents, const DeviceLimits& limits, bool linear, bool* overflowed) {
   Dims padded = Dims::filled(extents.rank, 0);
   int64_t capacity = static_cast<int64_t>(std::min<uint64_t>(limits.max_workgroup_size, kInt64Max));
   for (int d = 0; d < extents.rank; ++d) {
@@ -48,7 +48,10 @@ Dims padded_bound(const Dims& extents, const DeviceLimits& limits, bool linear) 
     const int64_t items =
         std::max<int64_t>(1, std::min({e, capacity, workgroup_dim_limit(limits, linear, d)}));
     int64_t p = 0;
-    if (e != 0 && __builtin_add_overflow(e, items - 1, &p)) p = kInt64Max;
+    if (e != 0 && __builtin_add_overflow(e, items - 1, &p)) {
+      p = kInt64Max;
+      if (overflowed != nullptr) *overflowed = true;
+    }
     padded[d] = p;
     capacity = std::max<int64_t>(1, capacity / items);
   }
@@ -67,7 +70,7 @@ absl::StatusOr<LaunchChoice> select_launch(absl::string_view kernel, const Dims&
     // Any tuned workgroup has blocks <= extent, so the grid fits the device's
     // group limits whenever every extent does.
     for (int d = 0; d < extents.rank && nd; ++d) nd = extents[d] <= limit_of(limits.max_groups, d);
-    padded = padded_bound(extents, limits, !nd);
+    padded = padded_bound(extents, limits, !nd, &overflow);
   } else {
     padded = Dims::filled(extents.rank, 0);
     int64_t items_total = 1;

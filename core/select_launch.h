@@ -34,9 +34,11 @@ absl::StatusOr<LaunchChoice> select_launch(absl::string_view kernel, const Dims&
 // The upper bound select_launch uses for the padded iteration space when the
 // workgroup size is still to be tuned, per dimension: items = max(1, min(extent,
 // capacity, limit)), padded = extent + items - 1 (0 for an empty extent),
-// capacity /= items. Saturates at INT64_MAX. `linear` selects the
+// capacity /= items. Saturates at INT64_MAX and then sets `*overflowed` (when
+// given): select_launch refuses such a launch. `linear` selects the
 // per-dimension limits tuning will use (workgroup_dim_limit).
-Dims padded_bound(const Dims& extents, const DeviceLimits& limits, bool linear);
+Dims padded_bound(const Dims& extents, const DeviceLimits& limits, bool linear,
+                  bool* overflowed = nullptr);
 
 // The most items a workgroup may have in dimension d: the device's limit for
 // that dimension in an N-d grid; in a linear launch every item lies in

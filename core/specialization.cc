@@ -85,8 +85,8 @@ std::string specialised_source(const Specialization& spec, absl::string_view use
 
 std::string SpecializationKey::canonical() const {
   const Specialization& s = spec;
-  return absl::StrCat("module ", module_digest, "\nentry ", entry, "\ndevice ", device_id,
-                      "\nchoice ", to_string(s.choice), "\nstatic-ndrange ",
+  return absl::StrCat("module ", module_digest, "\nentry ", entry, "\nsignature ", signature,
+                      "\ndevice ", device_id, "\nchoice ", to_string(s.choice), "\nstatic-ndrange ",
                       s.static_ndrange ? absl::StrCat(to_string(s.static_ndrange->extents), "@",
                                                       to_string(s.static_ndrange->offsets))
                                        : "dynamic",

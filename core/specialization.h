@@ -49,6 +49,7 @@ absl::string_view prelude_source();
 struct SpecializationKey {
   std::string module_digest;
   std::string entry;
+  std::string signature;  // signature_text(): its argument kinds
   std::string device_id;
   Specialization spec;
   std::string compiler_options;   // the kernel's and the backend's

@@ -20,6 +20,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "core/ir_checks.h"
 #include "core/specialization.h"
 
 namespace kad {
@@ -57,10 +58,13 @@ absl::Status run_steps(const std::vector<std::vector<std::string>>& steps,
   for (const auto& step : steps) {
     absl::StatusOr<ToolRun> run = run_limited(step, limits);
     if (!run.ok()) return run.status();
+    // Every tool here reads the client's code: a crash is that input's
+    // doing (or a tool's bug it found), and the client's to see.
     if (run->signal != 0) {
-      return absl::InternalError(absl::StrFormat("%s crashed (signal %d) %s:\n%s",
-                                                 fs::path(step[0]).filename().string(), run->signal,
-                                                 what, run->output));
+      return absl::InvalidArgumentError(
+          absl::StrFormat("%s crashed (signal %d, %s) %s: the module cannot be lowered:\n%s",
+                          fs::path(step[0]).filename().string(), run->signal,
+                          strsignal(run->signal), what, run->output));
     }
     if (run->exit_code != 0) {
       return absl::InvalidArgumentError(absl::StrFormat("%s failed %s (exit %d):\n%s",
@@ -252,6 +256,29 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
     return s;
   }
   return read_file(result);
+}
+
+absl::Status Toolchain::verify_ir(ModuleFormat format, absl::string_view module,
+                                  const ToolchainLimits& limits) const {
+  const absl::string_view format_name = module_format_name(format);
+  if (format != ModuleFormat::kSpirv && format != ModuleFormat::kLlvmBitcodeSpir64) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "verify_ir takes SPIR-V or LLVM bitcode (spir64) modules, not %s", format_name));
+  }
+  WorkDir dir;
+  if (dir.path.empty()) return absl::InternalError("toolchain: no temporary folder");
+  const std::string submitted =
+      (dir.path / (format == ModuleFormat::kSpirv ? "module.spv" : "module.bc")).string();
+  const std::string bc = (dir.path / "module.bc").string();
+  const std::string text = (dir.path / "module.ll").string();
+  std::ofstream(submitted, std::ios::binary) << module;
+  const std::string what = absl::StrFormat("verifying a %s module", format_name);
+  std::vector<std::vector<std::string>> steps;
+  if (format == ModuleFormat::kSpirv) steps.push_back({llvm_spirv_, "-r", submitted, "-o", bc});
+  // opt verifies the module it reads before anything else; -S prints it.
+  steps.push_back({opt_, "-S", bc, "-o", text});
+  if (absl::Status s = run_steps(steps, limits, what); !s.ok()) return s;
+  return check_kernel_metadata(format_name, read_file(text));
 }
 
 absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat format,

@@ -76,6 +76,15 @@ class Toolchain {
   // address spaces would have to be rewritten). A module not built against the linked prelude, not
   // readable or not spir64 is INVALID_ARGUMENT. `options` are the consuming
   // driver's, and `cpu` is unused for SPIR targets.
+  // Checks a module submitted as IR before any in-process compiler (a
+  // driver's LLVM) sees it: SPIR-V goes back to bitcode (llvm-spirv -r); the
+  // bitcode is parsed and run through LLVM's verifier (opt, which prints the
+  // module's text), and its kernels' OpenCL metadata is checked
+  // (check_kernel_metadata). Each tool in a child process under `limits`.
+  // INVALID_ARGUMENT with the tool's or the check's message.
+  absl::Status verify_ir(ModuleFormat format, absl::string_view module,
+                         const ToolchainLimits& limits = {}) const;
+
   absl::StatusOr<std::string> lower_ir(CodeTarget target, ModuleFormat format,
                                        absl::string_view module, absl::string_view specialization,
                                        absl::string_view cpu, absl::string_view options,

@@ -9,6 +9,7 @@
 
 #include "absl/random/random.h"
 #include "absl/strings/str_format.h"
+#include "core/kernel_lowering.h"
 #include "core/launch.h"
 
 namespace kad::server {
@@ -83,6 +84,7 @@ void Engine::close_session(const std::string& id) {
     s = it->second;
     sessions_.erase(it);
   }
+  s->mark_closed();
   absl::MutexLock lock(&s->mu);
   // Let the device finish this session's work before its memory goes.
   for (auto& [handle, q] : s->queues) q->queue->finish().IgnoreError();
@@ -268,6 +270,7 @@ absl::StatusOr<Engine::LoadedModule> Engine::load_module(Session& s, ModuleForma
                                                          std::string code) {
   absl::StatusOr<std::shared_ptr<const Module>> m = Module::create(format, std::move(code));
   if (!m.ok()) return m.status();
+  if (absl::Status s = KernelLowering::shared().verify(**m); !s.ok()) return s;
   absl::MutexLock lock(&s.mu);
   if (absl::Status q = check_object_quota(s); !q.ok()) return q;
   const uint64_t handle = s.next_handle();
@@ -278,14 +281,26 @@ absl::StatusOr<Engine::LoadedModule> Engine::load_module(Session& s, ModuleForma
 
 absl::StatusOr<uint64_t> Engine::get_kernel(Session& s, uint64_t module,
                                             KernelSignature signature) {
+  std::shared_ptr<const Module> m;
+  {
+    absl::MutexLock lock(&s.mu);
+    auto it = s.modules.find(module);
+    if (it == s.modules.end()) {
+      return absl::NotFoundError(absl::StrFormat("session has no module %d", module));
+    }
+    m = it->second;
+  }
+  absl::StatusOr<std::unique_ptr<Kernel>> k = Kernel::create(m, std::move(signature));
+  if (!k.ok()) return k.status();
+  // Once any session compiled this entry, its parameters are known: a
+  // signature that does not match them is refused now, not at a launch.
+  const KernelSignature& sig = (*k)->signature();
+  if (std::optional<std::vector<KernelParameter>> params =
+          cache_.parameters(m->digest(), sig.entry)) {
+    if (absl::Status st = check_signature(sig, *params); !st.ok()) return st;
+  }
   absl::MutexLock lock(&s.mu);
   if (absl::Status q = check_object_quota(s); !q.ok()) return q;
-  auto it = s.modules.find(module);
-  if (it == s.modules.end()) {
-    return absl::NotFoundError(absl::StrFormat("session has no module %d", module));
-  }
-  absl::StatusOr<std::unique_ptr<Kernel>> k = Kernel::create(it->second, std::move(signature));
-  if (!k.ok()) return k.status();
   const uint64_t handle = s.next_handle();
   s.kernels.emplace(handle, *std::move(k));
   return handle;

@@ -88,6 +88,8 @@ grpc::Status KadService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequ
   r->set_cache_entries(c.cache.entries);
   r->set_cache_hits(c.cache.hits);
   r->set_cache_compilations(c.cache.compilations);
+  r->set_cache_failures(c.cache.failures);
+  r->set_cache_remembered_failures(c.cache.remembered_failures);
   r->set_launches(c.launches);
   r->set_queue_depth(c.queue_depth);
   r->set_draining(c.draining);
@@ -163,6 +165,8 @@ grpc::Status KadService::ReadBuffer(grpc::ServerContext* context,
   if (!s.ok()) return to_grpc(s.status());
   absl::StatusOr<uint64_t> size = engine_.buffer_size(**s, request->buffer());
   if (!size.ok()) return to_grpc(size.status());
+  // Checked here too, so that a read of 0 bytes names a missing queue.
+  if (absl::Status q = engine_.check_queue(**s, request->queue()); !q.ok()) return to_grpc(q);
   uint64_t end;
   if (__builtin_add_overflow(request->offset(), request->size(), &end) || end > *size) {
     return to_grpc(absl::OutOfRangeError(
@@ -220,6 +224,16 @@ grpc::Status KadService::CreateQueue(grpc::ServerContext* context,
   if (!q.ok()) return to_grpc(q.status());
   response->set_queue(*q);
   return grpc::Status::OK;
+}
+
+void KadService::reset_reply(v1::QueueReply* reply) {
+  reply->set_tag(0);
+  reply->set_code(0);
+  reply->clear_message();  // keeps the string's capacity
+  reply->set_event(0);
+  if (reply->has_choice()) reply->mutable_choice()->Clear();  // scalars only: nothing freed
+  reply->clear_workgroup();
+  reply->clear_data();
 }
 
 void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
@@ -327,17 +341,41 @@ class ReplyRing {
     absl::MutexLock lock(&mu_);
     closed_ = true;
   }
+  // The session closed: after the reply being written, the writer sends one
+  // last reply (tag 0, ABORTED, saying why), cancels the stream and discards
+  // the rest. Does not block (a session close listener).
+  void end_with_session() {
+    absl::MutexLock lock(&mu_);
+    session_closed_ = true;
+  }
   // Runs on the writer thread until close() and every reply is written.
-  void drain_to(grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
+  void drain_to(grpc::ServerContext* context,
+                grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
     for (;;) {
-      v1::QueueReply* reply;
+      v1::QueueReply* reply = nullptr;
+      bool session_ended = false, broken = false;
       {
         absl::MutexLock lock(&mu_);
         mu_.Await(absl::Condition(this, &ReplyRing::has_work_or_closed));
-        if (head_ == tail_) return;  // closed and drained
-        reply = &slots_[head_ % kSlots];
+        if (session_closed_ && !broken_) {
+          broken_ = true;
+          session_ended = true;
+        } else if (head_ == tail_) {
+          return;  // closed and drained
+        } else {
+          reply = &slots_[head_ % kSlots];
+          broken = broken_;  // only this thread sets it
+        }
       }
-      const bool written = broken_ ? false : stream->Write(*reply);
+      if (session_ended) {
+        v1::QueueReply last;
+        last.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+        last.set_message("the session this stream belongs to has closed: the stream ends");
+        stream->Write(last);
+        context->TryCancel();  // Read() in Submit returns, and the handler ends
+        continue;
+      }
+      const bool written = broken ? false : stream->Write(*reply);
       absl::MutexLock lock(&mu_);
       if (!written) broken_ = true;  // the client left: discard the rest
       ++head_;
@@ -347,14 +385,15 @@ class ReplyRing {
  private:
   bool has_room() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return tail_ - head_ < kSlots; }
   bool has_work_or_closed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return head_ != tail_ || closed_;
+    return head_ != tail_ || closed_ || (session_closed_ && !broken_);
   }
   absl::Mutex mu_;
   std::array<v1::QueueReply, kSlots> slots_;
   uint64_t head_ ABSL_GUARDED_BY(mu_) = 0;  // next to write
   uint64_t tail_ ABSL_GUARDED_BY(mu_) = 0;  // next to fill
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
-  bool broken_ = false;  // writer thread only
+  bool session_closed_ ABSL_GUARDED_BY(mu_) = false;
+  bool broken_ ABSL_GUARDED_BY(mu_) = false;  // the client left, or the session closed
 };
 
 }  // namespace
@@ -365,12 +404,14 @@ grpc::Status KadService::Submit(
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
   auto ring = std::make_unique<ReplyRing>();
-  std::thread writer([&] { ring->drain_to(stream); });
+  std::thread writer([&] { ring->drain_to(context, stream); });
+  ReplyRing* const ring_ptr = ring.get();
+  const uint64_t listener = (*s)->add_close_listener([ring_ptr] { ring_ptr->end_with_session(); });
   v1::QueueCommand command;
   uint64_t queue = 0;
   while (stream->Read(&command)) {
     v1::QueueReply& reply = *ring->next_slot();
-    reply.Clear();
+    reset_reply(&reply);
     reply.set_tag(command.tag());
     if (queue == 0) queue = command.queue();
     if (command.queue() != 0 && command.queue() != queue) {
@@ -382,6 +423,7 @@ grpc::Status KadService::Submit(
     }
     ring->publish();
   }
+  (*s)->remove_close_listener(listener);
   ring->close();
   writer.join();
   return grpc::Status::OK;

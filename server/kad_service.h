@@ -48,11 +48,20 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
   grpc::Status Submit(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) override;
 
- private:
-  absl::StatusOr<std::shared_ptr<Session>> session_of(const grpc::ServerContextBase& context);
-  // Runs one queue command; the reply carries its status.
+  // Readies a reused reply for the next command without freeing what it
+  // holds: Clear() would delete the `choice` submessage, and the next launch
+  // would allocate it again (DESIGN §7). A reply that is no launch's may so
+  // carry an empty `choice`.
+  static void reset_reply(v1::QueueReply* reply);
+
+  // Runs one queue command; the reply carries its status. What Submit runs
+  // for every command it reads; public so that the allocation tests drive
+  // this very dispatch (tests/alloc/daemon_alloc_test.cc).
   void run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
                    v1::QueueReply* reply);
+
+ private:
+  absl::StatusOr<std::shared_ptr<Session>> session_of(const grpc::ServerContextBase& context);
 
   Engine& engine_;
 };

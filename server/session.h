@@ -4,8 +4,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
@@ -61,7 +64,40 @@ class Session {
   absl::flat_hash_map<uint64_t, std::shared_ptr<SessionQueue>> queues ABSL_GUARDED_BY(mu);
   uint64_t buffer_bytes ABSL_GUARDED_BY(mu) = 0;
 
+  // Streams and channels that serve this session end with it: each registers
+  // a listener, run once when the session closes (at once if it already has).
+  // Listeners run under the session's listener lock, so that once
+  // remove_close_listener returns, its listener is not running and never
+  // will: they must not block, nor add or remove listeners.
+  uint64_t add_close_listener(std::function<void()> listener) {
+    {
+      absl::MutexLock lock(&listeners_mu_);
+      if (!closed_) {
+        listeners_.emplace_back(++last_listener_, std::move(listener));
+        return last_listener_;
+      }
+    }
+    listener();
+    return 0;
+  }
+  void remove_close_listener(uint64_t id) {
+    absl::MutexLock lock(&listeners_mu_);
+    std::erase_if(listeners_, [id](const auto& l) { return l.first == id; });
+  }
+  // The engine calls this when it closes the session.
+  void mark_closed() {
+    absl::MutexLock lock(&listeners_mu_);
+    closed_ = true;
+    for (auto& [id, listener] : listeners_) listener();
+    listeners_.clear();
+  }
+
  private:
+  absl::Mutex listeners_mu_;
+  std::vector<std::pair<uint64_t, std::function<void()>>> listeners_ ABSL_GUARDED_BY(listeners_mu_);
+  uint64_t last_listener_ ABSL_GUARDED_BY(listeners_mu_) = 0;
+  bool closed_ ABSL_GUARDED_BY(listeners_mu_) = false;
+
   std::string id_;
   std::string client_name_;
   std::string peer_;

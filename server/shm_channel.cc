@@ -47,6 +47,7 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
 }
 
 ShmChannel::~ShmChannel() {
+  if (close_listener_ != 0) session_->remove_close_listener(close_listener_);
   stop_.store(true);
   if (header_) {
     header_->submit.tail.fetch_add(0);
@@ -59,6 +60,11 @@ ShmChannel::~ShmChannel() {
 }
 
 void ShmChannel::start() {
+  // The channel ends with its session, as a Submit stream does.
+  close_listener_ = session_->add_close_listener([this] {
+    session_closed_.store(true);
+    futex_wake(&header_->submit.tail);
+  });
   thread_ = std::thread([this] { run(); });
 }
 
@@ -172,6 +178,10 @@ void ShmChannel::run() {
   auto* slots = reinterpret_cast<const SubmitRecord*>(memory_ + kSubmitOffset);
   uint32_t head = 0;
   while (!stop_.load()) {
+    if (session_closed_.load()) {
+      end("the session this channel belongs to has closed");
+      break;
+    }
     const uint32_t tail = wait_for_change(&ring.tail, head, &ring.consumer_waiting, 100'000'000);
     if (tail == head) {
       if (client_gone()) break;

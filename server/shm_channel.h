@@ -65,6 +65,8 @@ class ShmChannel {
   shm::v1::ChannelHeader* header_ = nullptr;
   std::thread thread_;
   std::atomic<bool> stop_{false};
+  std::atomic<bool> session_closed_{false};  // set by the session's close listener
+  uint64_t close_listener_ = 0;
   std::atomic<bool> finished_{false};
   shm::v1::SubmitRecord record_;  // private copy of the slot being run
   shm::v1::CompletionRecord done_;

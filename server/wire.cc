@@ -160,6 +160,11 @@ absl::StatusOr<KernelSignature> to_signature(const v1::GetKernelRequest& wire) {
   }
   for (int i = 0; i < wire.args_size(); ++i) {
     const v1::ArgSpec& a = wire.args(i);
+    if (a.kind() != v1::ARG_KIND_SCALAR && a.scalar() != v1::SCALAR_TYPE_UNSPECIFIED) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kernel `%s`: argument %d is not a scalar (kind %d) but names scalar type %d", sig.entry,
+          i, static_cast<int>(a.kind()), static_cast<int>(a.scalar())));
+    }
     switch (a.kind()) {
       case v1::ARG_KIND_BUFFER:
         sig.args.push_back(ArgSpec::buffer());
@@ -201,6 +206,7 @@ void to_wire(const DeviceInfo& info, bool is_default, v1::Device* out) {
   l->set_max_workgroup_size(info.limits.max_workgroup_size);
   for (uint64_t v : info.limits.max_workgroup_dims) l->add_max_workgroup_dims(v);
   for (uint64_t v : info.limits.max_groups) l->add_max_groups(v);
+  l->set_max_total_groups(info.limits.max_total_groups);
   l->set_compute_units(info.limits.compute_units);
   l->set_global_memory_bytes(info.limits.global_memory_bytes);
   l->set_max_allocation_bytes(info.limits.max_allocation_bytes);

@@ -39,6 +39,15 @@ absl::StatusOr<std::unique_ptr<CudaKernel>> CudaKernel::build(CudaDevice& device
   absl::StatusOr<std::string> code =
       KernelLowering::shared().lower(request, CodeTarget::kPtx, device.ptx_target());
   if (!code.ok()) return code.status();
+  if (request.module.format() != ModuleFormat::kCubin) {
+    absl::StatusOr<size_t> count = ptx_parameter_count(*code, sig.entry);
+    if (!count.ok()) return count.status();
+    if (*count != sig.args.size() + 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kernel `%s` has %d parameters after KAD_CONTEXT, its signature declares %d", sig.entry,
+          *count == 0 ? 0 : *count - 1, sig.args.size()));
+    }
+  }
 
   // A static workgroup size is the kernel's maximum thread count: in the PTX
   // (.maxntid) for lowered code, and as the JIT's target block size.

@@ -44,8 +44,15 @@ absl::StatusOr<std::string> ptx_target_for(int major, int minor) {
   return absl::StrCat("sm_", chosen);
 }
 
-absl::StatusOr<std::string> with_max_threads(absl::string_view ptx, absl::string_view entry,
-                                             const std::array<uint64_t, 3>& threads) {
+namespace {
+
+// Where the `.entry` of `entry` keeps its parameter list: the positions of
+// its `(`, its `)` and the body's `{`.
+struct EntryHeader {
+  size_t open, close, body;
+};
+
+absl::StatusOr<EntryHeader> find_entry(absl::string_view ptx, absl::string_view entry) {
   // `.entry NAME(` or `.entry NAME (`; NAME must end where an identifier ends.
   size_t at = 0;
   for (;;) {
@@ -69,6 +76,28 @@ absl::StatusOr<std::string> with_max_threads(absl::string_view ptx, absl::string
     return absl::InvalidArgumentError(
         absl::StrFormat("PTX .entry `%s` has no parameter list and body", entry));
   }
+  return EntryHeader{open, close, body};
+}
+
+}  // namespace
+
+absl::StatusOr<size_t> ptx_parameter_count(absl::string_view ptx, absl::string_view entry) {
+  absl::StatusOr<EntryHeader> header = find_entry(ptx, entry);
+  if (!header.ok()) return header.status();
+  const absl::string_view list = ptx.substr(header->open + 1, header->close - header->open - 1);
+  size_t count = 0;
+  for (size_t at = list.find(".param"); at != absl::string_view::npos;
+       at = list.find(".param", at + 6)) {
+    ++count;
+  }
+  return count;
+}
+
+absl::StatusOr<std::string> with_max_threads(absl::string_view ptx, absl::string_view entry,
+                                             const std::array<uint64_t, 3>& threads) {
+  absl::StatusOr<EntryHeader> header = find_entry(ptx, entry);
+  if (!header.ok()) return header.status();
+  const size_t close = header->close, body = header->body;
   if (ptx.substr(close, body - close).find(".maxntid") != absl::string_view::npos) {
     return std::string(ptx);  // already bounded by its author
   }

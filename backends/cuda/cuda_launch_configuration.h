@@ -26,6 +26,11 @@ uint64_t occupancy_threads(uint64_t nitems, uint64_t max_items, int block, int m
 // device can run; the driver JIT-compiles it for the device itself.
 absl::StatusOr<std::string> ptx_target_for(int major, int minor);
 
+// How many parameters the `.entry` of `entry` in `ptx` declares (KAD_CONTEXT
+// included): PTX names no kinds (a pointer and a ulong are both .u64), but
+// the count shows a signature that passes fewer or more arguments.
+absl::StatusOr<size_t> ptx_parameter_count(absl::string_view ptx, absl::string_view entry);
+
 // Adds `.maxntid x, y, z` to the `.entry` of `entry` in `ptx`: the kernel's
 // maximum thread count when its workgroup size is static, so that ptxas and
 // the JIT budget registers for exactly that block size.

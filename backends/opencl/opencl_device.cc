@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "absl/algorithm/container.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
@@ -29,7 +30,12 @@ absl::StatusOr<T> device_value(const OpenClApi& api, cl_device_id device, cl_dev
   return value;
 }
 
-absl::Status query_limits(const OpenClApi& api, cl_device_id dev, DeviceLimits* limits) {
+// PoCL's CPU devices count a launch's work-groups in an `unsigned` (the
+// pthread scheduler's remaining_wgs, the basic device's loop): more than
+// 2^32-1 groups wrap and abort PoCL inside its scheduler.
+constexpr uint64_t kPoclMaxTotalGroups = 0xFFFFFFFFu;
+
+absl::Status query_limits(const OpenClApi& api, cl_device_id dev, bool pocl, DeviceLimits* limits) {
   absl::StatusOr<size_t> wg = device_value<size_t>(api, dev, CL_DEVICE_MAX_WORK_GROUP_SIZE);
   absl::StatusOr<cl_uint> dims =
       device_value<cl_uint>(api, dev, CL_DEVICE_MAX_WORK_ITEM_DIMENSIONS);
@@ -51,8 +57,13 @@ absl::Status query_limits(const OpenClApi& api, cl_device_id dev, DeviceLimits* 
   }
   limits->max_workgroup_size = *wg;
   for (size_t d = 0; d < 3; ++d) limits->max_workgroup_dims[d] = d < *dims ? sizes[d] : 1;
-  // OpenCL bounds the global size, not the number of groups.
+  // OpenCL bounds the global size (a size_t), not the number of groups; PoCL
+  // bounds the number of groups in all.
   limits->max_groups = {kUnlimited, kUnlimited, kUnlimited};
+  if (pocl) {
+    limits->max_total_groups = kPoclMaxTotalGroups;
+    for (uint64_t& g : limits->max_groups) g = kPoclMaxTotalGroups;
+  }
   limits->compute_units = *units;
   limits->subgroup_width = 1;
   limits->global_memory_bytes = *global;
@@ -96,7 +107,8 @@ absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
     info.formats.push_back(ModuleFormat::kSpirv);
     info.formats.push_back(ModuleFormat::kLlvmBitcodeSpir64);
   }
-  if (absl::Status s = query_limits(*api, device, &info.limits); !s.ok()) return s;
+  const bool pocl = absl::StrContains(info.platform, "Portable Computing Language");
+  if (absl::Status s = query_limits(*api, device, pocl, &info.limits); !s.ok()) return s;
 
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
                                    reinterpret_cast<cl_context_properties>(platform), 0};

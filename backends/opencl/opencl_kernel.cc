@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -12,9 +14,10 @@
 namespace kad::opencl {
 namespace {
 
-// Compares the parameters the compiler saw with the kernel's declared
-// signature, so that a wrong declaration fails at compile time, by name.
-absl::Status check_parameters(const OpenClApi& api, cl_kernel k, const KernelSignature& sig) {
+// The parameters the compiler saw after KAD_CONTEXT (which must come
+// first), or none when this driver keeps no argument info.
+absl::StatusOr<std::optional<std::vector<KernelParameter>>> reflect_parameters(
+    const OpenClApi& api, cl_kernel k, absl::string_view entry) {
   cl_uint count = 0;
   if (absl::Status s =
           cl_status(api.clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr),
@@ -22,54 +25,45 @@ absl::Status check_parameters(const OpenClApi& api, cl_kernel k, const KernelSig
       !s.ok()) {
     return s;
   }
-  if (count != sig.args.size() + 1) {
-    return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel `%s` has %d parameters after KAD_CONTEXT, its signature declares %d", sig.entry,
-        count == 0 ? 0 : count - 1, sig.args.size()));
+  if (count == 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("kernel `%s` has no parameters: the first must be KAD_CONTEXT", entry));
   }
   cl_kernel_arg_address_qualifier space = 0;
   if (api.clGetKernelArgInfo(k, 0, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof(space), &space,
                              nullptr) != CL_SUCCESS) {
-    return absl::OkStatus();  // this driver keeps no argument info: launch-time checks remain
+    return std::optional<std::vector<KernelParameter>>();
   }
   if (std::string type = query_string(api.clGetKernelArgInfo, k, 0, CL_KERNEL_ARG_TYPE_NAME);
       type != "kad_context") {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "kernel `%s`: the first parameter must be KAD_CONTEXT, not `%s`", sig.entry, type));
+        "kernel `%s`: the first parameter must be KAD_CONTEXT, not `%s`", entry, type));
   }
+  std::vector<KernelParameter> parameters;
   for (cl_uint i = 1; i < count; ++i) {
-    const ArgSpec& want = sig.args[i - 1];
+    KernelParameter& p = parameters.emplace_back();
     api.clGetKernelArgInfo(k, i, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof(space), &space, nullptr);
     cl_kernel_arg_type_qualifier qualifiers = 0;
     api.clGetKernelArgInfo(k, i, CL_KERNEL_ARG_TYPE_QUALIFIER, sizeof(qualifiers), &qualifiers,
                            nullptr);
-    const std::string type = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_TYPE_NAME);
-    const std::string name = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_NAME);
-    bool ok = false;
-    switch (want.kind) {
-      case ArgKind::kBuffer:
-        ok = space == CL_KERNEL_ARG_ADDRESS_GLOBAL;
+    switch (space) {
+      case CL_KERNEL_ARG_ADDRESS_GLOBAL:
+        p.space = KernelParameter::Space::kGlobal;
         break;
-      case ArgKind::kConstBuffer:
-        ok = (space == CL_KERNEL_ARG_ADDRESS_GLOBAL || space == CL_KERNEL_ARG_ADDRESS_CONSTANT) &&
-             (qualifiers & CL_KERNEL_ARG_TYPE_CONST);
+      case CL_KERNEL_ARG_ADDRESS_CONSTANT:
+        p.space = KernelParameter::Space::kConstant;
         break;
-      case ArgKind::kLocal:
-        ok = space == CL_KERNEL_ARG_ADDRESS_LOCAL;
+      case CL_KERNEL_ARG_ADDRESS_LOCAL:
+        p.space = KernelParameter::Space::kLocal;
         break;
-      case ArgKind::kScalar:
-        ok = space == CL_KERNEL_ARG_ADDRESS_PRIVATE && type == scalar_type_name(want.scalar);
-        break;
+      default:
+        p.space = KernelParameter::Space::kPrivate;
     }
-    if (!ok) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "kernel `%s`: argument %d is declared a %s but the kernel's parameter `%s` has type "
-          "`%s%s`",
-          sig.entry, i - 1, to_string(want), name,
-          (qualifiers & CL_KERNEL_ARG_TYPE_CONST) ? "const " : "", type));
-    }
+    p.is_const = (qualifiers & CL_KERNEL_ARG_TYPE_CONST) != 0;
+    p.type = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_TYPE_NAME);
+    p.name = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_NAME);
   }
-  return absl::OkStatus();
+  return std::optional<std::vector<KernelParameter>>(std::move(parameters));
 }
 
 }  // namespace
@@ -114,7 +108,22 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
     return absl::NotFoundError(absl::StrFormat("module has no kernel named `%s`", sig.entry));
   }
   if (absl::Status s = cl_status(err, "clCreateKernel", sig.entry); !s.ok()) return s;
-  if (absl::Status s = check_parameters(api, k->kernel_, sig); !s.ok()) return s;
+  absl::StatusOr<std::optional<std::vector<KernelParameter>>> parameters =
+      reflect_parameters(api, k->kernel_, sig.entry);
+  if (!parameters.ok()) return parameters.status();
+  if (*parameters) {
+    if (absl::Status s = check_signature(sig, **parameters); !s.ok()) return s;
+    k->parameters_ = **std::move(parameters);
+    k->has_parameters_ = true;
+  } else {
+    cl_uint count = 0;
+    api.clGetKernelInfo(k->kernel_, CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr);
+    if (count != sig.args.size() + 1) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "kernel `%s` has %d parameters after KAD_CONTEXT, its signature declares %d", sig.entry,
+          count - 1, sig.args.size()));
+    }
+  }
 
   size_t max_items = 0, multiple = 0;
   cl_ulong local = 0;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -32,6 +33,9 @@ class OpenClKernel final : public CompiledKernel {
   // Enough items per group to fill every compute unit with at least one
   // group, in multiples of the preferred size, within the kernel's maximum.
   uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const override;
+  const std::vector<KernelParameter>* parameters() const override {
+    return has_parameters_ ? &parameters_ : nullptr;
+  }
 
   const std::string& name() const { return name_; }
   cl_kernel handle() const { return kernel_; }
@@ -46,6 +50,8 @@ class OpenClKernel final : public CompiledKernel {
   cl_program program_ = nullptr;
   cl_kernel kernel_ = nullptr;
   KernelLimits limits_;
+  std::vector<KernelParameter> parameters_;
+  bool has_parameters_ = false;  // the driver keeps argument info
   absl::Mutex launch_mutex_;
 };
 

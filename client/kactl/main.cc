@@ -95,11 +95,13 @@ int cmd_status(kad::Client& client, bool json) {
     }
     absl::PrintF(R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
                  R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
+                 R"("cache_failures":%d,"cache_remembered_failures":%d,)"
                  R"("launches":%d,"queue_depth":%d,"draining":%s,"devices":[%s]})"
                  "\n",
                  s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
-                 s->cache_entries, s->cache_hits, s->cache_compilations, s->launches,
-                 s->queue_depth, s->draining ? "true" : "false", absl::StrJoin(devices, ","));
+                 s->cache_entries, s->cache_hits, s->cache_compilations, s->cache_failures,
+                 s->cache_remembered_failures, s->launches, s->queue_depth,
+                 s->draining ? "true" : "false", absl::StrJoin(devices, ","));
     return 0;
   }
   absl::PrintF("sessions   %llu open (this one included), %llu opened in all\n",
@@ -109,10 +111,14 @@ int cmd_status(kad::Client& client, bool json) {
       "objects    %llu buffers, %llu modules, %llu kernels, %llu queues\n",
       static_cast<unsigned long long>(s->buffers), static_cast<unsigned long long>(s->modules),
       static_cast<unsigned long long>(s->kernels), static_cast<unsigned long long>(s->queues));
-  absl::PrintF("cache      %llu entries, %llu hits, %llu compilations\n",
-               static_cast<unsigned long long>(s->cache_entries),
-               static_cast<unsigned long long>(s->cache_hits),
-               static_cast<unsigned long long>(s->cache_compilations));
+  absl::PrintF(
+      "cache      %llu entries, %llu hits, %llu compilations, %llu failed (%llu launches refused "
+      "from memory)\n",
+      static_cast<unsigned long long>(s->cache_entries),
+      static_cast<unsigned long long>(s->cache_hits),
+      static_cast<unsigned long long>(s->cache_compilations),
+      static_cast<unsigned long long>(s->cache_failures),
+      static_cast<unsigned long long>(s->cache_remembered_failures));
   absl::PrintF("launches   %llu, %llu not yet waited for%s\n",
                static_cast<unsigned long long>(s->launches),
                static_cast<unsigned long long>(s->queue_depth), s->draining ? " (draining)" : "");

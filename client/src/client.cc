@@ -37,6 +37,7 @@ v1::ScalarType to_wire(ScalarType t) {
 }
 
 void to_wire(const Dims& d, google::protobuf::RepeatedField<int64_t>* out) {
+  out->Clear();  // keeps its capacity: reused commands do not allocate
   for (int i = 0; i < d.rank; ++i) out->Add(d[i]);
 }
 
@@ -219,6 +220,8 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.cache_entries = r.cache_entries();
   out.cache_hits = r.cache_hits();
   out.cache_compilations = r.cache_compilations();
+  out.cache_failures = r.cache_failures();
+  out.cache_remembered_failures = r.cache_remembered_failures();
   out.launches = r.launches();
   out.queue_depth = r.queue_depth();
   out.draining = r.draining();

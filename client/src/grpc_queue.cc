@@ -29,7 +29,7 @@ class GrpcTransport final : public Queue::Transport {
                                     const Dims* workgroup, std::span<const Arg> args,
                                     const Dims* offsets) override {
     encode_launch(kernel, ndrange, workgroup, args, offsets);
-    if (absl::Status s = roundtrip(); !s.ok()) return s;
+    if (absl::Status s = roundtrip(launch_); !s.ok()) return s;
     LaunchInfo info;
     info.event = reply_.event();
     info.linear = reply_.choice().linear();
@@ -47,44 +47,40 @@ class GrpcTransport final : public Queue::Transport {
       if (absl::Status s = read_pending(); !s.ok()) return s;
     }
     encode_launch(kernel, ndrange, workgroup, args, offsets);
-    command_.set_queue(queue_);
-    command_.set_tag(next_tag_++);
-    if (!rw_->Write(command_)) return closed();
+    launch_.set_queue(queue_);
+    launch_.set_tag(next_tag_++);
+    if (!rw_->Write(launch_)) return closed();
     ++pending_;
     return absl::OkStatus();
   }
 
   absl::Status wait(uint64_t event) override {
-    command_.Clear();
-    command_.mutable_wait()->set_event(event);
-    return after_wait(roundtrip());
+    wait_.mutable_wait()->set_event(event);
+    return after_wait(roundtrip(wait_));
   }
 
   absl::Status ping() override {
-    command_.Clear();
-    command_.mutable_ping();
-    return roundtrip();
+    ping_.mutable_ping();
+    return roundtrip(ping_);
   }
 
   absl::Status write(const Buffer& buffer, uint64_t offset,
                      std::span<const std::byte> data) override {
     if (data.size() > kChunk) return write_streamed(*connection_, queue_, buffer, offset, data);
-    command_.Clear();
-    v1::CopyIn* c = command_.mutable_copy_in();
+    v1::CopyIn* c = copy_in_.mutable_copy_in();
     c->set_buffer(buffer.handle);
     c->set_offset(offset);
     c->set_data(reinterpret_cast<const char*>(data.data()), data.size());
-    return roundtrip();
+    return roundtrip(copy_in_);
   }
 
   absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) override {
     if (data.size() > kChunk) return read_streamed(*connection_, queue_, buffer, offset, data);
-    command_.Clear();
-    v1::CopyOut* c = command_.mutable_copy_out();
+    v1::CopyOut* c = copy_out_.mutable_copy_out();
     c->set_buffer(buffer.handle);
     c->set_offset(offset);
     c->set_size(data.size());
-    if (absl::Status s = roundtrip(); !s.ok()) return s;
+    if (absl::Status s = roundtrip(copy_out_); !s.ok()) return s;
     if (reply_.data().size() != data.size()) {
       return absl::InternalError("kad returned a copy of the wrong size");
     }
@@ -98,18 +94,34 @@ class GrpcTransport final : public Queue::Transport {
     return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
   }
 
+  // Fills launch_ in place: its submessages and argument records are kept
+  // from launch to launch (Clear() would free them), so a warm launch
+  // allocates nothing. A submessage is dropped only when a launch leaves it
+  // unset where the last one set it.
   void encode_launch(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                      std::span<const Arg> args, const Dims* offsets) {
-    command_.Clear();
-    v1::Launch* l = command_.mutable_launch();
+    v1::Launch* l = launch_.mutable_launch();
     l->set_kernel(kernel.handle);
     if (ndrange) {
-      to_wire(*ndrange, l->mutable_ndrange()->mutable_extents());
-      if (offsets) to_wire(*offsets, l->mutable_ndrange()->mutable_offsets());
+      v1::NdRange* r = l->mutable_ndrange();
+      to_wire(*ndrange, r->mutable_extents());
+      if (offsets) {
+        to_wire(*offsets, r->mutable_offsets());
+      } else {
+        r->clear_offsets();
+      }
+    } else if (l->has_ndrange()) {
+      l->clear_ndrange();
     }
-    if (workgroup) to_wire(*workgroup, l->mutable_workgroup()->mutable_sizes());
+    if (workgroup) {
+      to_wire(*workgroup, l->mutable_workgroup()->mutable_sizes());
+    } else if (l->has_workgroup()) {
+      l->clear_workgroup();
+    }
+    l->mutable_args()->Clear();  // keeps the records for add_args() to reuse
     for (const Arg& a : args) {
       v1::KernelArg* w = l->add_args();
+      w->Clear();
       switch (a.kind()) {
         case Arg::Kind::kBuffer:
           w->set_buffer(a.value());
@@ -136,19 +148,19 @@ class GrpcTransport final : public Queue::Transport {
     return absl::OkStatus();
   }
 
-  // Sends command_, reads its answer into reply_ (after the answers still
+  // Sends `command`, reads its answer into reply_ (after the answers still
   // owed to submitted launches: they come first, in order).
-  absl::Status roundtrip() {
-    command_.set_queue(queue_);
-    command_.set_tag(next_tag_++);
-    if (!rw_->Write(command_)) return closed();
+  absl::Status roundtrip(v1::QueueCommand& command) {
+    command.set_queue(queue_);
+    command.set_tag(next_tag_++);
+    if (!rw_->Write(command)) return closed();
     while (pending_ > 0) {
       if (absl::Status s = read_pending(); !s.ok()) return s;
     }
     if (!rw_->Read(&reply_)) return closed();
-    if (reply_.tag() != command_.tag()) {
+    if (reply_.tag() != command.tag()) {
       return absl::InternalError(absl::StrFormat("kad answered command %d with the reply to %d",
-                                                 command_.tag(), reply_.tag()));
+                                                 command.tag(), reply_.tag()));
     }
     if (reply_.code() != 0) {
       return absl::Status(static_cast<absl::StatusCode>(reply_.code()), reply_.message());
@@ -160,7 +172,8 @@ class GrpcTransport final : public Queue::Transport {
   uint64_t queue_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::QueueCommand, v1::QueueReply>> rw_;
-  v1::QueueCommand command_;  // reused: no allocation per launch once warm
+  // One reused command of each kind: no allocation per launch once warm.
+  v1::QueueCommand launch_, wait_, ping_, copy_in_, copy_out_;
   v1::QueueReply reply_;
   uint64_t next_tag_ = 1;
   int pending_ = 0;

@@ -1,25 +1,55 @@
-// DESIGN §7 over shared memory: a warm launch allocates nothing in kad's code
-// on either side. Client side: this process launches through a real kad
-// process. Daemon side: the daemon's engine and shared-memory listener run in
-// this process while a client process launches; allocations on kad's channel
-// threads are counted.
+// DESIGN §7 through the client library's transports, with the daemon in this
+// process (tests/support/in_process_daemon.h: its engine, gRPC service and
+// shared-memory listener) and the client on this thread, reaching it over its
+// real UNIX socket. Counted around exactly the warm launches:
+//  - shared memory: the client's transport (this thread) and the daemon's
+//    channel thread, which runs the real dispatch (ShmChannel: decode, engine
+//    launch, completion) and is marked as a kad service thread, allocate
+//    nothing outside driver calls;
+//  - gRPC: gRPC's core and protobuf allocate on the calling thread too. The
+//    core's share runs in a DriverScope (below); the rest is held to what a
+//    bare Submit stream of the same kad.v1 messages, on the same daemon,
+//    allocates outside the core: the client library's own code adds nothing.
+// The daemon's gRPC dispatch (KadService::run_command): daemon_alloc_test.cc.
+#include <dlfcn.h>
+#include <grpc/grpc.h>
 #include <grpcpp/grpcpp.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
 
-#include "absl/strings/str_format.h"
-#include "backends/registry.h"
+#include "core/driver_scope.h"
 #include "gtest/gtest.h"
 #include "kad/client.h"
-#include "server/engine.h"
-#include "server/kad_service.h"
-#include "server/shm_listener.h"
+#include "kad/v1/kad.grpc.pb.h"
 #include "tests/support/alloc_counter.h"
-#include "tests/support/daemon.h"
 #include "tests/support/in_process_daemon.h"
 #include "tests/support/test_kernels.h"
+
+// gRPC's core works on the calling thread as well as on its own: a stream's
+// Write and Read start a batch of operations and then pluck its completion,
+// and while plucking the thread polls the socket and runs whatever transport
+// work is due — how much depends on timing. Both entry points (called from
+// libgrpc++, so the definitions here take their place) run inside a
+// DriverScope, and the allocation counter attributes what they allocate to
+// the library, as it does for drivers. What stays on the thread's kad count —
+// the client library's code, protobuf's encoding and decoding, gRPC's inline
+// serialisation — is the same for every run of the same messages.
+#define KAD_INSIDE_GRPC(ret, name, params, args)                                         \
+  extern "C" ret name params {                                                           \
+    static const auto real = reinterpret_cast<decltype(&name)>(dlsym(RTLD_NEXT, #name)); \
+    kad::DriverScope grpc;                                                               \
+    return real args;                                                                    \
+  }
+KAD_INSIDE_GRPC(grpc_call_error, grpc_call_start_batch,
+                (grpc_call * call, const grpc_op* ops, size_t nops, void* tag, void* reserved),
+                (call, ops, nops, tag, reserved))
+KAD_INSIDE_GRPC(grpc_event, grpc_completion_queue_pluck,
+                (grpc_completion_queue * cq, void* tag, gpr_timespec deadline, void* reserved),
+                (cq, tag, deadline, reserved))
+#undef KAD_INSIDE_GRPC
 
 namespace kad {
 namespace {
@@ -29,80 +59,174 @@ using client::ArgSpec;
 using testing::AllocCounter;
 using testing::AllocCounts;
 
-TEST(ShmAllocations, ClientWarmLaunchAllocatesNothing) {
-  auto daemon = testing::Daemon::start();
-  ASSERT_TRUE(daemon.ok()) << daemon.status();
-  auto c = Client::connect((*daemon)->unix_uri() + "?transport=shm");
-  ASSERT_TRUE(c.ok()) << c.status();
-  auto queue = (*c)->create_queue();
-  ASSERT_TRUE(queue.ok());
-  ASSERT_TRUE((*queue)->shared_memory());
-  auto module = (*c)->load_module(kad::testing::kAffineKernel);
-  auto kernel = (*c)->get_kernel(
-      *module, {.entry = "affine",
-                .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32),
-                         ArgSpec::scalar_of(client::ScalarType::kI32)}});
-  auto out = (*c)->allocate(1024 * sizeof(int32_t));
-  ASSERT_TRUE(kernel.ok() && out.ok());
-  const client::Dims range{1024};
-  for (int k = 0; k < 3; ++k) {
-    const Arg args[] = {Arg::buffer(*out), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(k)};
-    ASSERT_TRUE((*queue)->launch(*kernel, &range, nullptr, args).ok());
+constexpr int64_t kElements = 1024;
+constexpr int kLaunches = 1000;
+
+// One client of the in-process daemon with the affine kernel ready.
+class TransportAllocations : public ::testing::Test {
+ protected:
+  void SetUp() override { ASSERT_TRUE(daemon_.serving()); }
+
+  void connect(const std::string& mode) {
+    auto c = Client::connect(daemon_.uri(mode), "alloc");
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ = *std::move(c);
+    auto queue = client_->create_queue();
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    queue_ = *std::move(queue);
+    ASSERT_EQ(queue_->shared_memory(), mode == "shm");
+    auto module = client_->load_module(kad::testing::kAffineKernel);
+    ASSERT_TRUE(module.ok()) << module.status();
+    auto kernel = client_->get_kernel(
+        *module, {.entry = "affine",
+                  .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32),
+                           ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    kernel_ = *kernel;
+    auto out = client_->allocate(kElements * sizeof(int32_t));
+    ASSERT_TRUE(out.ok()) << out.status();
+    out_ = *out;
+    for (int32_t k = 0; k < 3; ++k) ASSERT_TRUE(launch_and_wait(k).ok());  // compiles
   }
-  constexpr int kLaunches = 1000;
+
+  absl::Status launch_and_wait(int32_t k) {
+    const Arg args[] = {Arg::buffer(out_), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(k)};
+    absl::StatusOr<client::LaunchInfo> l = queue_->launch(kernel_, &range_, nullptr, args);
+    if (!l.ok()) return l.status();
+    return queue_->wait(l->event);
+  }
+  absl::Status submit(int32_t k) {
+    const Arg args[] = {Arg::buffer(out_), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(k)};
+    return queue_->submit(kernel_, &range_, nullptr, args);
+  }
+
+  // What the buffer holds after the last launch wrote `k`.
+  void expect_written_by(int32_t k) {
+    std::vector<int32_t> host(kElements);
+    ASSERT_TRUE(queue_->read(out_, 0, std::as_writable_bytes(std::span(host))).ok());
+    for (int64_t i = 0; i < kElements; ++i)
+      ASSERT_EQ(host[static_cast<size_t>(i)], static_cast<int32_t>(i) * 2 + k) << "element " << i;
+  }
+
+  testing::InProcessDaemon daemon_{"transport-alloc"};
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<client::Queue> queue_;
+  client::Kernel kernel_;
+  client::Buffer out_;
+  const client::Dims range_{kElements};
+};
+
+TEST_F(TransportAllocations, ShmWarmLaunchAllocatesNothingInTheClientOrTheDaemonChannel) {
+  connect("shm");
   AllocCounter sync_counter;
-  for (int k = 0; k < kLaunches; ++k) {
-    const Arg args[] = {Arg::buffer(*out), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(k)};
-    auto l = (*queue)->launch(*kernel, &range, nullptr, args);
-    ASSERT_TRUE(l.ok());
-    ASSERT_TRUE((*queue)->wait(l->event).ok());
-  }
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(launch_and_wait(k).ok());
   const AllocCounts sync = sync_counter.counts();
+  EXPECT_EQ(sync.kad_allocs, 0u) << "the client's shared-memory transport allocated";
+  EXPECT_EQ(sync.service_allocs, 0u) << "the daemon's shared-memory channel allocated";
+  expect_written_by(kLaunches - 1);
+
   AllocCounter pipelined_counter;
-  for (int k = 0; k < kLaunches; ++k) {
-    const Arg args[] = {Arg::buffer(*out), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(k)};
-    ASSERT_TRUE((*queue)->submit(*kernel, &range, nullptr, args).ok());
-  }
-  ASSERT_TRUE((*queue)->wait().ok());
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(submit(k).ok());
+  ASSERT_TRUE(queue_->wait().ok());
   const AllocCounts pipelined = pipelined_counter.counts();
-  std::printf("  client over shm: %.2f allocs/launch synchronous, %.2f pipelined\n",
-              static_cast<double>(sync.kad_allocs) / kLaunches,
-              static_cast<double>(pipelined.kad_allocs) / kLaunches);
-  EXPECT_EQ(sync.kad_allocs, 0u);
-  EXPECT_EQ(pipelined.kad_allocs, 0u);
-  std::vector<int32_t> host(1024);
-  ASSERT_TRUE((*queue)->read(*out, 0, std::as_writable_bytes(std::span(host))).ok());
-  EXPECT_EQ(host[10], 10 * 2 + kLaunches - 1);
+  EXPECT_EQ(pipelined.kad_allocs, 0u) << "the client's shared-memory transport allocated";
+  EXPECT_EQ(pipelined.service_allocs, 0u) << "the daemon's shared-memory channel allocated";
+  expect_written_by(kLaunches - 1);
 }
 
-TEST(ShmAllocations, DaemonWarmLaunchAllocatesNothingOnItsChannelThreads) {
-  testing::InProcessDaemon daemon("shm-alloc");
-  ASSERT_TRUE(daemon.serving());
+TEST_F(TransportAllocations, ShmCountersSeeTheClientAndTheChannelAllocate) {
+  // Not blind: a launch of a kernel the session lacks is refused by the
+  // channel, which formats the message, and the client turns it into a status.
+  connect("shm");
+  const client::Kernel unknown{kernel_.handle + 1000};
+  const Arg args[] = {Arg::buffer(out_), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(0)};
+  AllocCounter counter;
+  EXPECT_FALSE(queue_->launch(unknown, &range_, nullptr, args).ok());
+  const AllocCounts c = counter.counts();
+  EXPECT_GT(c.kad_allocs, 0u);
+  EXPECT_GT(c.service_allocs, 0u);
+}
 
-  auto run_client = [&](int launches) {
-    AllocCounter counter;
-    const pid_t pid = testing::spawn(
-        {KAD_TEST_CLIENT_PATH, daemon.uri("shm"), "pipeline", std::to_string(launches)});
-    EXPECT_EQ(testing::wait_exit(pid), 0);
-    // The channel thread may still be finishing its last completion.
-    for (int i = 0; i < 100 && daemon.shm().channels() > 0; ++i) usleep(10000);
-    return counter.counts();
-  };
-  run_client(100);  // compiles the kernel
-  const AllocCounts small = run_client(200);
-  const AllocCounts large = run_client(2200);
-  const double total = static_cast<double>(large.total_allocs - small.total_allocs) / 2000.0;
-  const double driver =
-      static_cast<double>(large.all_driver_allocs - small.all_driver_allocs) / 2000.0;
-  std::printf(
-      "  daemon over shm: kad's channel threads %lld allocs over 2000 extra launches; "
-      "whole daemon %.1f allocs/launch, %.1f of them in driver calls\n",
-      static_cast<long long>(large.service_allocs) - static_cast<long long>(small.service_allocs),
-      total, driver);
-  EXPECT_EQ(large.service_allocs, small.service_allocs)
-      << "the daemon's warm shared-memory path allocated";
-  // Not blind: a new session's first launch (its kernel's first lookup) allocates there.
-  EXPECT_GT(small.service_allocs, 0u);
+// The same launches and waits as the client's gRPC transport sends, written
+// on a Submit stream of our own: what gRPC and protobuf allocate on the
+// calling thread for them, with no client-library code involved.
+class BareSubmitStream {
+ public:
+  BareSubmitStream(const std::string& unix_uri, const std::string& session, uint64_t queue,
+                   const client::Kernel& kernel, const client::Buffer& out)
+      : stub_(v1::Kad::NewStub(grpc::CreateChannel(unix_uri, grpc::InsecureChannelCredentials()))) {
+    context_.AddMetadata("kad-session", session);
+    stream_ = stub_->Submit(&context_);
+    launch_.set_queue(queue);
+    v1::Launch* l = launch_.mutable_launch();
+    l->set_kernel(kernel.handle);
+    l->mutable_ndrange()->add_extents(kElements);
+    l->add_args()->set_buffer(out.handle);
+    for (int i = 0; i < 2; ++i) {
+      v1::KernelArg* a = l->add_args();
+      a->set_scalar_bits(2);
+      a->set_scalar(v1::SCALAR_TYPE_I32);
+    }
+    wait_.set_queue(queue);
+    wait_.mutable_wait();
+  }
+  ~BareSubmitStream() {
+    stream_->WritesDone();
+    stream_->Finish().ok();
+  }
+
+  bool launch_and_wait(int32_t k) {
+    launch_.mutable_launch()->mutable_args(2)->set_scalar_bits(static_cast<uint32_t>(k));
+    if (!roundtrip(launch_)) return false;
+    wait_.mutable_wait()->set_event(reply_.event());
+    return roundtrip(wait_);
+  }
+
+ private:
+  bool roundtrip(v1::QueueCommand& command) {
+    command.set_tag(next_tag_++);
+    return stream_->Write(command) && stream_->Read(&reply_) && reply_.code() == 0 &&
+           reply_.tag() == command.tag();
+  }
+
+  std::unique_ptr<v1::Kad::Stub> stub_;
+  grpc::ClientContext context_;
+  std::unique_ptr<grpc::ClientReaderWriter<v1::QueueCommand, v1::QueueReply>> stream_;
+  v1::QueueCommand launch_, wait_;
+  v1::QueueReply reply_;
+  uint64_t next_tag_ = 1;
+};
+
+TEST_F(TransportAllocations, GrpcWarmLaunchAllocatesNothingBeyondABareStream) {
+  connect("grpc-unix");
+  std::string unix_uri = daemon_.uri("grpc-unix");
+  unix_uri.resize(unix_uri.find('?'));
+  BareSubmitStream bare(unix_uri, client_->session_id(), queue_->handle(), kernel_, out_);
+  for (int32_t k = 0; k < 3; ++k) ASSERT_TRUE(bare.launch_and_wait(k));
+  AllocCounter bare_counter;
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(bare.launch_and_wait(k));
+  const uint64_t bare_allocs = bare_counter.counts().kad_allocs;
+  AllocCounter client_counter;
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(launch_and_wait(k).ok());
+  const uint64_t client_allocs = client_counter.counts().kad_allocs;
+  // Outside gRPC's core, both run the same protobuf code on the same
+  // messages; anything more is the client library's own.
+  EXPECT_EQ(client_allocs, bare_allocs)
+      << "allocations on this thread outside gRPC's core over " << kLaunches
+      << " launches and waits: the client library's gRPC transport " << client_allocs
+      << ", a bare Submit stream of the same messages " << bare_allocs;
+  expect_written_by(kLaunches - 1);
+}
+
+TEST_F(TransportAllocations, GrpcCounterSeesTheClientAllocate) {
+  // Not blind with gRPC's core set aside: a refused launch becomes a status
+  // with a message in the client library.
+  connect("grpc-unix");
+  const client::Kernel unknown{kernel_.handle + 1000};
+  const Arg args[] = {Arg::buffer(out_), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(0)};
+  AllocCounter counter;
+  EXPECT_FALSE(queue_->launch(unknown, &range_, nullptr, args).ok());
+  EXPECT_GT(counter.counts().kad_allocs, 0u);
 }
 
 }  // namespace

@@ -26,7 +26,7 @@ TEST(BackendChecks, AllocationMustBeNonEmptyAndWithinTheLargestAllocation) {
 TEST(BackendChecks, WaitingForAnEventNeverIssuedNamesTheLastOne) {
   EXPECT_TRUE(check_issued(4, 5).ok());
   const absl::Status future = check_issued(5, 5);
-  EXPECT_EQ(future.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(future.code(), absl::StatusCode::kNotFound);
   EXPECT_THAT(future.message(),
               HasSubstr("event 5 was never issued on this queue (the last is 4)"));
 }

@@ -11,6 +11,7 @@
 #include "core/partition.h"
 #include "core/select_launch.h"
 #include "core/tune.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/core_fixtures.h"
 
@@ -258,6 +259,41 @@ TEST(LaunchPipeline, TunedRank4LinearLaunchValidates) {
   EXPECT_EQ(g.groups, (U3{1, 1, 1}));
   EXPECT_EQ(g.items, (U3{120, 1, 1}));
   EXPECT_TRUE(validate_geometry("k", g, KLimits(1024), CudaLimits()).ok());
+}
+
+// ---- groups in one launch (PoCL counts them in 32 bits) ---------------------------------
+
+TEST(ValidateGeometry, GroupsInOneLaunchOverTheDevicesTotalAreAnError) {
+  DeviceLimits l = CudaLimits();
+  l.max_groups = {kUnlimited, kUnlimited, kUnlimited};
+  l.max_total_groups = 0xFFFFFFFFu;
+  EXPECT_TRUE(
+      validate_geometry("k", Geometry({65535, 65537, 1}, {1, 1, 1}), KLimits(1024), l).ok());
+  const absl::Status s =
+      validate_geometry("k", Geometry({65536, 65536, 1}, {1, 1, 1}), KLimits(1024), l);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "kernel `k`: 65536 x 65536 x 1 = 4294967296 groups exceed the device's maximum of "
+            "4294967295 groups in one launch");
+  // A product that wraps 2^64 is over any maximum too.
+  EXPECT_FALSE(validate_geometry("k",
+                                 Geometry({uint64_t{1} << 32, uint64_t{1} << 32, 1}, {1, 1, 1}),
+                                 KLimits(1024), l)
+                   .ok());
+}
+
+// ---- validate_workgroup: the size as the client gave it ---------------------------------
+
+TEST(ValidateWorkgroup, NamesTheSizeGivenNotThePaddedOne) {
+  EXPECT_TRUE(validate_workgroup("k", Dims{32, 32}, CudaLimits()).ok());
+  const absl::Status s = validate_workgroup("k", Dims{64, 64, 2}, CudaLimits());
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(s.message(),
+            "kernel `k`: workgroup size (64, 64, 2) has 8192 work-items, more than 1024, the "
+            "device's maximum");
+  const int64_t big = int64_t{1} << 40;
+  EXPECT_THAT(std::string(validate_workgroup("k", Dims{big, big}, CudaLimits()).message()),
+              ::testing::HasSubstr("has more than 2^63-1 work-items"));
 }
 
 }  // namespace

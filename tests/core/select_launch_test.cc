@@ -245,9 +245,30 @@ TEST(PaddedBound, EmptyExtentIsZero) {
   EXPECT_EQ(padded_bound(Dims{}, CudaLimits(), false).rank, 0);
 }
 
-TEST(PaddedBound, SaturatesAtInt64Max) {
+TEST(PaddedBound, SaturatesAtInt64MaxAndSaysSo) {
   const int64_t max = std::numeric_limits<int64_t>::max();
-  EXPECT_EQ(padded_bound(Dims{max}, CudaLimits(), false), (Dims{max}));
+  bool overflowed = false;
+  EXPECT_EQ(padded_bound(Dims{max}, CudaLimits(), false, &overflowed), (Dims{max}));
+  EXPECT_TRUE(overflowed);
+  overflowed = false;
+  padded_bound(Dims{max - 1023}, CudaLimits(), false, &overflowed);
+  EXPECT_FALSE(overflowed);
+}
+
+// DESIGN §3 step 2: a tuned launch whose padded space could exceed 2^63-1 is
+// refused at select, not carried on with a saturated bound.
+TEST(SelectLaunch, TunedLaunchWhosePaddedSpaceCouldExceed2To63IsRefusedAtSelect) {
+  const int64_t max = std::numeric_limits<int64_t>::max();
+  absl::StatusOr<LaunchChoice> c = select_launch("saxpy", Dims{max - 1}, nullptr, CudaLimits());
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(MessageHas(c.status(),
+                         "kernel `saxpy`: iteration space (9223372036854775806) has "
+                         "more than 2^63-1 work-items"));
+  // The largest extent whose padding fits is accepted, as 64-bit.
+  absl::StatusOr<LaunchChoice> d = select_launch("saxpy", Dims{max - 1023}, nullptr, CudaLimits());
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->index_bits, 64);
 }
 
 // ---- Linear launches tuned across dimensions with different limits ----------------------

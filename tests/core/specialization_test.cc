@@ -272,6 +272,7 @@ TEST(SpecializationKey, CanonicalDiffersWhenAnyFieldDiffers) {
   const std::vector<std::pair<std::string, std::function<void(SpecializationKey&)>>> changes = {
       {"module digest", [](SpecializationKey& k) { k.module_digest[0] = 'a'; }},
       {"entry", [](SpecializationKey& k) { k.entry = "saxpy2"; }},
+      {"signature", [](SpecializationKey& k) { k.signature = "const buffer"; }},
       {"device", [](SpecializationKey& k) { k.device_id = "pocl:1"; }},
       {"choice linear", [](SpecializationKey& k) { k.spec.choice.linear = true; }},
       {"choice bits", [](SpecializationKey& k) { k.spec.choice.index_bits = 64; }},

@@ -115,6 +115,34 @@ TEST(CudaMaxThreads, MissingEntryIsNamed) {
   EXPECT_THAT(ptx.status().message(), HasSubstr("saxpy"));
 }
 
+TEST(CudaParameterCount, CountsTheNamedEntrysParameters) {
+  EXPECT_EQ(*ptx_parameter_count(kTwoEntries, "indices"), 1u);
+  constexpr char kThree[] =
+      ".visible .entry k(\n\t.param .align 8 .b8 k_param_0[256],\n\t.param .u64 k_param_1,\n"
+      "\t.param .f32 k_param_2\n)\n{\n\tret;\n}\n"
+      ".visible .entry none()\n{\n\tret;\n}\n";
+  EXPECT_EQ(*ptx_parameter_count(kThree, "k"), 3u);
+  EXPECT_EQ(*ptx_parameter_count(kThree, "none"), 0u);
+  EXPECT_EQ(ptx_parameter_count(kThree, "saxpy").status().code(), absl::StatusCode::kNotFound);
+}
+
+// What the backend compares a signature with: the lowered kernel's PTX has
+// one parameter per OpenCL parameter, KAD_CONTEXT first.
+TEST(CudaParameterCount, ALoweredKernelHasOneParameterPerOpenClParameter) {
+  absl::StatusOr<Toolchain> toolchain = Toolchain::find();
+  ASSERT_TRUE(toolchain.ok()) << toolchain.status();
+  Specialization spec;
+  spec.choice.rank = 1;
+  absl::StatusOr<std::string> ptx = toolchain->lower(
+      CodeTarget::kPtx,
+      specialised_source(spec,
+                         "kernel void mixk(KAD_CONTEXT, global long* out, ulong a, short b, "
+                         "local float* t, double d) { if (kad_active()) out[0] = a + b + d; }"),
+      "sm_80", "");
+  ASSERT_TRUE(ptx.ok()) << ptx.status();
+  EXPECT_EQ(*ptx_parameter_count(*ptx, "mixk"), 6u);
+}
+
 constexpr char kLocalParam[] =
     ".version 7.0\n.target sm_80\n.address_size 64\n\n"
     ".visible .entry tiles(\n\t.param .u64 tiles_param_0,\n\t.param .u64 tiles_param_1\n)\n{\n"

@@ -6,6 +6,7 @@
 #include "gmock/gmock.h"
 #include "kad/v1/kad.grpc.pb.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/wire_session.h"
 
 namespace kad {
 namespace {
@@ -14,18 +15,13 @@ using client::Arg;
 using client::ArgSpec;
 using testing::bytes_of;
 using ::testing::HasSubstr;
+using testing::WireSession;
 
 class BadInput : public testing::DaemonSuite {
  protected:
   void SetUp() override {
-    channel_ = grpc::CreateChannel(daemon().unix_uri(), grpc::InsecureChannelCredentials());
-    stub_ = v1::Kad::NewStub(channel_);
-    v1::OpenSessionRequest open;
-    open.set_client_name("bad-input");
-    session_stream_ = stub_->OpenSession(&session_context_, open);
-    v1::SessionEvent first;
-    ASSERT_TRUE(session_stream_->Read(&first));
-    session_ = first.session_id();
+    session_ = std::make_unique<WireSession>(daemon().unix_uri(), "bad-input");
+    stub_ = &session_->stub();
     queue_ = unary(&v1::Kad::Stub::CreateQueue, v1::CreateQueueRequest()).queue();
     v1::AllocateBufferRequest alloc;
     alloc.set_size(64);
@@ -49,7 +45,7 @@ class BadInput : public testing::DaemonSuite {
 
   // The daemon still serves everyone else: a bystander's verified launch.
   void TearDown() override {
-    session_context_.TryCancel();
+    session_->close();
     auto bystander = connect(daemon().tcp_uri(), "bystander");
     ASSERT_NE(bystander, nullptr);
     auto q = bystander->create_queue();
@@ -73,7 +69,7 @@ class BadInput : public testing::DaemonSuite {
     EXPECT_EQ(got, std::vector<int32_t>(16, 77));
   }
 
-  void attach(grpc::ClientContext& c) { c.AddMetadata("kad-session", session_); }
+  void attach(grpc::ClientContext& c) { session_->prepare(c); }
 
   template <typename Request, typename Response>
   Response unary(grpc::Status (v1::Kad::Stub::*call)(grpc::ClientContext*, const Request&,
@@ -82,7 +78,7 @@ class BadInput : public testing::DaemonSuite {
     grpc::ClientContext context;
     attach(context);
     Response response;
-    grpc::Status s = (stub_.get()->*call)(&context, request, &response);
+    grpc::Status s = (stub_->*call)(&context, request, &response);
     if (status)
       *status = s;
     else
@@ -98,30 +94,9 @@ class BadInput : public testing::DaemonSuite {
     return s;
   }
 
-  // One Submit stream; each command gets one reply.
-  class Stream {
-   public:
-    explicit Stream(BadInput& t) {
-      t.attach(context_);
-      rw_ = t.stub_->Submit(&context_);
-    }
-    ~Stream() {
-      rw_->WritesDone();
-      rw_->Finish().ok();
-    }
-    v1::QueueReply send(v1::QueueCommand command) {
-      command.set_tag(++tag_);
-      v1::QueueReply reply;
-      EXPECT_TRUE(rw_->Write(command));
-      EXPECT_TRUE(rw_->Read(&reply));
-      EXPECT_EQ(reply.tag(), tag_);
-      return reply;
-    }
-
-   private:
-    grpc::ClientContext context_;
-    std::unique_ptr<grpc::ClientReaderWriter<v1::QueueCommand, v1::QueueReply>> rw_;
-    uint64_t tag_ = 0;
+  // One Submit stream of this session; each command gets one reply.
+  struct Stream : WireSession::Stream {
+    explicit Stream(BadInput& t) : WireSession::Stream(*t.session_) {}
   };
 
   v1::QueueCommand launch_command(int64_t extent = 16) {
@@ -137,11 +112,8 @@ class BadInput : public testing::DaemonSuite {
     return c;
   }
 
-  std::shared_ptr<grpc::Channel> channel_;
-  std::unique_ptr<v1::Kad::Stub> stub_;
-  grpc::ClientContext session_context_;
-  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream_;
-  std::string session_;
+  std::unique_ptr<WireSession> session_;
+  v1::Kad::Stub* stub_ = nullptr;
   uint64_t queue_ = 0, buffer_ = 0, module_ = 0, kernel_ = 0;
 };
 
@@ -338,11 +310,12 @@ TEST_F(BadInput, SubmitRejectsEachBadCommandAndKeepsTheStream) {
 
   c = launch_command();
   c.mutable_launch()->mutable_workgroup()->add_sizes(1 << 20);
-  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT, "the maximum for this kernel");
+  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT,
+                     "workgroup size (1048576) has 1048576 work-items, more than");
 
   v1::QueueCommand w;
   w.mutable_wait()->set_event(424242);
-  EXPECT_REPLY_ERROR(stream.send(w), INVALID_ARGUMENT, "event 424242 was never issued");
+  EXPECT_REPLY_ERROR(stream.send(w), NOT_FOUND, "event 424242 was never issued");
 
   v1::QueueCommand in;
   in.mutable_copy_in()->set_buffer(buffer_);

@@ -88,8 +88,12 @@ TEST_F(Cli, KactlStatusCountsSessionsAndLaunches) {
   ProcessRun r = run(kactl("--json status"));
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, MatchesRegex(R"(\{"sessions":1,.*"devices":\[\{"id":"opencl:pocl:0".*)"));
+  EXPECT_THAT(r.output, HasSubstr(R"("cache_failures":0,"cache_remembered_failures":0,)"));
   ProcessRun table = run(kactl("status"));
-  EXPECT_THAT(table.output, HasSubstr("cache      "));
+  EXPECT_THAT(
+      table.output,
+      MatchesRegex(R"((.|\n)*cache      [0-9]+ entries, [0-9]+ hits, [0-9]+ compilations, 0 )"
+                   R"(failed \(0 launches refused from memory\)(.|\n)*)"));
 }
 
 TEST_F(Cli, KactlFindsTheDaemonThroughKadAddress) {

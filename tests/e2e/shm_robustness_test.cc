@@ -183,6 +183,24 @@ TEST_F(ShmRobustness, AGoodRecordLaunches) {
   EXPECT_NE(done->event, 0u);
 }
 
+// The channel belongs to its session: when the session closes (its client
+// left), the daemon ends the channel and says why, as it ends Submit streams.
+TEST_F(ShmRobustness, AChannelEndsWhenItsSessionCloses) {
+  auto leaving = connect(daemon().unix_uri() + "?transport=grpc", "leaving");
+  auto q = leaving->create_queue();
+  ASSERT_TRUE(q.ok());
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), leaving->session_id(), (*q)->handle()).code, 0);
+  SubmitRecord& ping = c.slot();
+  ping.op = static_cast<uint32_t>(Op::kPing);
+  c.publish();
+  ASSERT_TRUE(c.next());
+  q->reset();
+  leaving.reset();  // closes the session; the raw channel stays mapped here
+  ASSERT_TRUE(c.closed_within(std::chrono::seconds(5)));
+  EXPECT_EQ(c.close_reason(), "the session this channel belongs to has closed");
+}
+
 TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
   RawChannel c;
   ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
@@ -213,7 +231,7 @@ TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
          r.op = static_cast<uint32_t>(Op::kWait);
          r.event = 99999;
        },
-       3, "event 99999 was never issued"},
+       5, "event 99999 was never issued"},
   };
   for (const Case& k : cases) {
     SubmitRecord& r = c.slot();

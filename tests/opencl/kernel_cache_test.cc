@@ -1,6 +1,7 @@
 // The compiled-kernel cache (DESIGN §3.3, §5), counted by compilations on PoCL.
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "tests/support/pocl.h"
 
@@ -119,6 +120,52 @@ kernel void offset(KAD_CONTEXT, global int* x) {
     EXPECT_EQ(download<int32_t>(*x), std::vector<int32_t>(8, 100 + offset));
   }
   EXPECT_EQ(cache().stats().compilations, 2u);
+}
+
+// A kernel compiled for one signature never serves another: each signature
+// is checked against the kernel's parameters when its own entry is compiled.
+TEST_F(KernelCacheOnPocl, AnotherSignatureOfTheSameEntryIsCompiledAndCheckedOnItsOwn) {
+  auto right = make_kernel(kScale, scale_signature());
+  const NdRange range(Dims{32});
+  EXPECT_TRUE(scale_twice(*right, &range, nullptr, 32).compiled);
+  KernelSignature shorter = scale_signature();
+  shorter.args.pop_back();
+  auto wrong = make_kernel(kScale, shorter);
+  auto x = make_buffer<float>(32, 1.0f);
+  const KernelArg args[] = {KernelArg::of_buffer(*x)};
+  for (int i = 0; i < 3; ++i) {
+    auto r = run(*wrong, &range, nullptr, args);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().message(),
+              "kernel `scale` has 2 parameters after KAD_CONTEXT, its signature declares 1");
+  }
+  const KernelCache::Stats s = cache().stats();
+  EXPECT_EQ(s.compilations, 1u);
+  EXPECT_EQ(s.failures, 1u);             // the wrong signature compiled once...
+  EXPECT_EQ(s.remembered_failures, 2u);  // ...and was refused from memory after
+  for (float v : download<float>(*x)) EXPECT_EQ(v, 1.0f);
+  // The parameters the first compile saw are known for the module and entry.
+  auto params = cache().parameters(right->module().digest(), "scale");
+  ASSERT_TRUE(params.has_value());
+  ASSERT_EQ(params->size(), 2u);
+  EXPECT_EQ((*params)[0], (KernelParameter{KernelParameter::Space::kGlobal, false, "float*", "x"}));
+  EXPECT_EQ((*params)[1], (KernelParameter{KernelParameter::Space::kPrivate, false, "float", "a"}));
+}
+
+TEST_F(KernelCacheOnPocl, ASourceThatDoesNotCompileIsRememberedNotRecompiled) {
+  auto broken = make_kernel("kernel void scale(KAD_CONTEXT, global float* x, float a) { x[0] = }",
+                            scale_signature());
+  auto x = make_buffer<float>(8, 1.0f);
+  const KernelArg args[] = {KernelArg::of_buffer(*x), KernelArg::of_scalar(2.0f)};
+  const NdRange range(Dims{8});
+  for (int i = 0; i < 3; ++i) {
+    auto r = run(*broken, &range, nullptr, args);
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(r.status().message()), ::testing::HasSubstr("did not compile"));
+  }
+  EXPECT_EQ(cache().stats().failures, 1u);
+  EXPECT_EQ(cache().stats().remembered_failures, 2u);
 }
 
 }  // namespace

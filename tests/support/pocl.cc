@@ -1,35 +1,54 @@
 #include "tests/support/pocl.h"
 
+#include <cctype>
 #include <cstdlib>
-
-#include "backends/registry.h"
 
 namespace kad::testing {
 
-Device& pocl_device() {
+const DeviceRegistry& test_registry() {
   static DeviceRegistry* registry = new DeviceRegistry(discover_devices());
-  // KAD_TEST_DEVICE runs the device tests on another device (a GPU: see
-  // bench/gpu-check.sh); PoCL is every machine's default.
+  return *registry;
+}
+
+std::vector<Device*> test_devices() {
+  // KAD_TEST_DEVICE runs the device tests on one device (a GPU: see
+  // bench/gpu-check.sh).
   const char* chosen = std::getenv("KAD_TEST_DEVICE");
-  for (const auto& d : registry->devices) {
+  std::vector<Device*> devices;
+  for (const auto& d : test_registry().devices)
+    if (chosen == nullptr || d->info().id == chosen) devices.push_back(d.get());
+  return devices;
+}
+
+std::string test_name_of(const std::string& device_id) {
+  std::string name = device_id;
+  for (char& c : name)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return name;
+}
+
+Device& pocl_device() {
+  // PoCL is every machine's default; KAD_TEST_DEVICE names another.
+  const char* chosen = std::getenv("KAD_TEST_DEVICE");
+  for (const auto& d : test_registry().devices) {
     if (chosen ? d->info().id == chosen : d->info().platform == "Portable Computing Language")
       return *d;
   }
   std::string log;
-  for (const std::string& line : registry->log) log += line + "\n";
+  for (const std::string& line : test_registry().log) log += line + "\n";
   ADD_FAILURE() << "no " << (chosen ? chosen : "PoCL") << " device found; discovery said:\n" << log;
   std::abort();
 }
 
-void PoclTest::SetUp() {
-  device_ = &pocl_device();
+void DeviceTest::use_device(Device& device) {
+  device_ = &device;
   auto q = device_->create_queue();
-  ASSERT_TRUE(q.ok()) << q.status();
+  ASSERT_TRUE(q.ok()) << device.info().id << ": " << q.status();
   queue_ = *std::move(q);
 }
 
-std::unique_ptr<Kernel> PoclTest::make_kernel(const std::string& source,
-                                              KernelSignature signature) {
+std::unique_ptr<Kernel> DeviceTest::make_kernel(const std::string& source,
+                                                KernelSignature signature) {
   auto module = Module::create(ModuleFormat::kOpenClC, source);
   EXPECT_TRUE(module.ok()) << module.status();
   if (!module.ok()) return nullptr;
@@ -39,8 +58,9 @@ std::unique_ptr<Kernel> PoclTest::make_kernel(const std::string& source,
   return *std::move(kernel);
 }
 
-absl::StatusOr<LaunchResult> PoclTest::run(Kernel& kernel, const NdRange* ndrange,
-                                           const Dims* workgroup, std::span<const KernelArg> args) {
+absl::StatusOr<LaunchResult> DeviceTest::run(Kernel& kernel, const NdRange* ndrange,
+                                             const Dims* workgroup,
+                                             std::span<const KernelArg> args) {
   absl::StatusOr<LaunchResult> r = launch(kernel, *queue_, cache_, {ndrange, workgroup, args});
   if (!r.ok()) return r;
   if (absl::Status s = queue_->wait(r->event); !s.ok()) return s;

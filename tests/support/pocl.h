@@ -1,4 +1,6 @@
-// One way for tests to reach the real PoCL device and run kernels on it.
+// One way for tests to reach the devices and run kernels on them: every
+// device the registry finds (the conformance suite, tests/conformance/), or
+// the PoCL CPU device (the PoCL-specific suites).
 #pragma once
 
 #include <cstring>
@@ -7,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "backends/registry.h"
 #include "core/backend.h"
 #include "core/kernel.h"
 #include "core/kernel_cache.h"
@@ -15,15 +18,28 @@
 
 namespace kad::testing {
 
-// The PoCL CPU device, discovered once per process — or the device whose id
-// KAD_TEST_DEVICE names (cuda:0 on a GPU machine). Fails the test (fatally)
-// when there is none: every test machine has PoCL.
+// The registry's devices, discovered once per process.
+const DeviceRegistry& test_registry();
+
+// The devices the device-generic suites run on: every device the registry
+// finds, or only the one whose id KAD_TEST_DEVICE names (none when it names
+// no device: the suites then report discovery's log).
+std::vector<Device*> test_devices();
+
+// "opencl:pocl:0" -> "opencl_pocl_0": a device id as part of a test's name.
+std::string test_name_of(const std::string& device_id);
+
+// The PoCL CPU device — or the device whose id KAD_TEST_DEVICE names (cuda:0
+// on a GPU machine). Fails the test (fatally) when there is none: every test
+// machine has PoCL.
 Device& pocl_device();
 
-// Everything a launch test needs: the PoCL device, a queue and a fresh cache.
-class PoclTest : public ::testing::Test {
+// Everything a launch test needs on one device: a queue on it and a fresh
+// kernel cache. A fixture chooses the device in SetUp (use_device).
+class DeviceTest : public ::testing::Test {
  protected:
-  void SetUp() override;
+  // Opens the queue; a fatal failure when the device has none to give.
+  void use_device(Device& device);
 
   // Creates an OpenCL C module and a kernel on it; ADD_FAILURE on error.
   std::unique_ptr<Kernel> make_kernel(const std::string& source, KernelSignature signature);
@@ -63,6 +79,12 @@ class PoclTest : public ::testing::Test {
   Device* device_ = nullptr;
   std::unique_ptr<Queue> queue_;
   KernelCache cache_;
+};
+
+// A DeviceTest on pocl_device().
+class PoclTest : public DeviceTest {
+ protected:
+  void SetUp() override { use_device(pocl_device()); }
 };
 
 }  // namespace kad::testing

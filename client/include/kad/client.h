@@ -167,6 +167,8 @@ struct ServiceStatus {
   uint64_t sessions = 0, sessions_opened = 0;
   uint64_t buffers = 0, modules = 0, kernels = 0, queues = 0;
   uint64_t cache_entries = 0, cache_hits = 0, cache_compilations = 0;
+  // Compiles that failed, and launches answered with a remembered failure.
+  uint64_t cache_failures = 0, cache_remembered_failures = 0;
   uint64_t launches = 0;
   uint64_t queue_depth = 0;  // launches submitted and not yet waited for
   bool draining = false;

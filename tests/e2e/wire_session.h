@@ -1,0 +1,101 @@
+// A kad.v1 session at the wire level, as a client written against
+// proto/kad/v1/kad.proto alone would hold one: the generated stub, the
+// OpenSession stream kept open, the "kad-session" metadata on every call, and
+// Submit streams. For tests that send what the client library never would.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "kad/v1/kad.grpc.pb.h"
+
+namespace kad::testing {
+
+class WireSession {
+ public:
+  // `uri` as kad's clients take it: unix:PATH or tcp://HOST:PORT.
+  WireSession(const std::string& uri, const std::string& name)
+      : stub_(v1::Kad::NewStub(
+            grpc::CreateChannel(grpc_target(uri), grpc::InsecureChannelCredentials()))) {
+    v1::OpenSessionRequest open;
+    open.set_client_name(name);
+    session_stream_ = stub_->OpenSession(&session_context_, open);
+    v1::SessionEvent first;
+    EXPECT_TRUE(session_stream_->Read(&first)) << "OpenSession on " << uri;
+    id_ = first.session_id();
+  }
+  ~WireSession() { close(); }
+
+  // Ends the session, as a client that leaves does.
+  void close() { session_context_.TryCancel(); }
+
+  const std::string& id() const { return id_; }
+  v1::Kad::Stub& stub() { return *stub_; }
+
+  // Names the session and bounds the call, so that a hang fails the test.
+  void prepare(grpc::ClientContext& context) {
+    context.AddMetadata("kad-session", id_);
+    context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+  }
+
+  template <typename Request, typename Response>
+  grpc::Status call(grpc::Status (v1::Kad::Stub::*method)(grpc::ClientContext*, const Request&,
+                                                          Response*),
+                    const Request& request, Response* response) {
+    grpc::ClientContext context;
+    prepare(context);
+    return (stub_.get()->*method)(&context, request, response);
+  }
+
+  // One Submit stream; each command gets one reply (checked to carry its tag).
+  class Stream {
+   public:
+    explicit Stream(WireSession& session) {
+      session.prepare(context_);
+      rw_ = session.stub().Submit(&context_);
+    }
+    ~Stream() {
+      if (!done_) {
+        rw_->WritesDone();
+        rw_->Finish().ok();
+      }
+    }
+    v1::QueueReply send(v1::QueueCommand command) {
+      command.set_tag(++tag_);
+      v1::QueueReply reply;
+      EXPECT_TRUE(rw_->Write(command));
+      EXPECT_TRUE(rw_->Read(&reply));
+      EXPECT_EQ(reply.tag(), tag_);
+      return reply;
+    }
+    // The next reply, whatever its tag; false when the stream has ended.
+    bool read(v1::QueueReply* reply) { return rw_->Read(reply); }
+    grpc::Status finish() {
+      done_ = true;
+      rw_->WritesDone();
+      return rw_->Finish();
+    }
+
+   private:
+    grpc::ClientContext context_;
+    std::unique_ptr<grpc::ClientReaderWriter<v1::QueueCommand, v1::QueueReply>> rw_;
+    uint64_t tag_ = 0;
+    bool done_ = false;
+  };
+
+ private:
+  static std::string grpc_target(const std::string& uri) {
+    return uri.rfind("tcp://", 0) == 0 ? uri.substr(6) : uri;
+  }
+
+  std::unique_ptr<v1::Kad::Stub> stub_;
+  grpc::ClientContext session_context_;
+  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream_;
+  std::string id_;
+};
+
+}  // namespace kad::testing
