@@ -113,10 +113,11 @@ absl::Status check_signature(const KernelSignature& sig,
     const ArgSpec& want = sig.args[i];
     const KernelParameter& got = parameters[i];
     if (!matches(want, got)) {
+      // IR modules may carry no parameter names.
       return absl::InvalidArgumentError(absl::StrFormat(
-          "kernel `%s`: argument %d is declared a %s but the kernel's parameter `%s` has type "
-          "`%s%s`",
-          sig.entry, i, to_string(want), got.name, got.is_const ? "const " : "", got.type));
+          "kernel `%s`: argument %d is declared a %s but the kernel's parameter%s has type `%s%s`",
+          sig.entry, i, to_string(want), got.name.empty() ? "" : absl::StrCat(" `", got.name, "`"),
+          got.is_const ? "const " : "", got.type));
     }
   }
   return absl::OkStatus();

@@ -34,8 +34,9 @@ absl::StatusOr<std::optional<std::vector<KernelParameter>>> reflect_parameters(
                              nullptr) != CL_SUCCESS) {
     return std::optional<std::vector<KernelParameter>>();
   }
+  // "struct kad_context" where the module went through SPIR-V.
   if (std::string type = query_string(api.clGetKernelArgInfo, k, 0, CL_KERNEL_ARG_TYPE_NAME);
-      type != "kad_context") {
+      type != "kad_context" && type != "struct kad_context") {
     return absl::InvalidArgumentError(absl::StrFormat(
         "kernel `%s`: the first parameter must be KAD_CONTEXT, not `%s`", entry, type));
   }
@@ -93,7 +94,9 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
     if (err == CL_SUCCESS) err = binary_status;
     if (absl::Status s = cl_status(err, "clCreateProgramWithBinary (SPIR)", sig.entry); !s.ok())
       return s;
-    options = absl::StrCat("-x spir -spir-std=1.2 ", request.options);
+    // -cl-kernel-arg-info here too: without it PoCL hides the parameters'
+    // kinds, and a signature could not be checked against them.
+    options = absl::StrCat("-x spir -spir-std=1.2 -cl-kernel-arg-info ", request.options);
   }
 
   err = api.clBuildProgram(k->program_, 1, &id, options.c_str(), nullptr, nullptr);
@@ -111,19 +114,16 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
   absl::StatusOr<std::optional<std::vector<KernelParameter>>> parameters =
       reflect_parameters(api, k->kernel_, sig.entry);
   if (!parameters.ok()) return parameters.status();
-  if (*parameters) {
-    if (absl::Status s = check_signature(sig, **parameters); !s.ok()) return s;
-    k->parameters_ = **std::move(parameters);
-    k->has_parameters_ = true;
-  } else {
-    cl_uint count = 0;
-    api.clGetKernelInfo(k->kernel_, CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr);
-    if (count != sig.args.size() + 1) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "kernel `%s` has %d parameters after KAD_CONTEXT, its signature declares %d", sig.entry,
-          count - 1, sig.args.size()));
-    }
+  // Fail closed: a scalar passed where the kernel takes a pointer makes the
+  // driver dereference the client's bits (PoCL reads them as a cl_mem).
+  if (!*parameters) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel `%s`: device %s reports no argument info (asked for with -cl-kernel-arg-info), so "
+        "kad cannot check its signature and will not launch it",
+        sig.entry, device.info().id));
   }
+  if (absl::Status s = check_signature(sig, **parameters); !s.ok()) return s;
+  k->parameters_ = **std::move(parameters);
 
   size_t max_items = 0, multiple = 0;
   cl_ulong local = 0;

@@ -33,9 +33,7 @@ class OpenClKernel final : public CompiledKernel {
   // Enough items per group to fill every compute unit with at least one
   // group, in multiples of the preferred size, within the kernel's maximum.
   uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const override;
-  const std::vector<KernelParameter>* parameters() const override {
-    return has_parameters_ ? &parameters_ : nullptr;
-  }
+  const std::vector<KernelParameter>* parameters() const override { return &parameters_; }
 
   const std::string& name() const { return name_; }
   cl_kernel handle() const { return kernel_; }
@@ -50,8 +48,7 @@ class OpenClKernel final : public CompiledKernel {
   cl_program program_ = nullptr;
   cl_kernel kernel_ = nullptr;
   KernelLimits limits_;
-  std::vector<KernelParameter> parameters_;
-  bool has_parameters_ = false;  // the driver keeps argument info
+  std::vector<KernelParameter> parameters_;  // as the driver reports them
   absl::Mutex launch_mutex_;
 };
 

@@ -79,6 +79,13 @@ TEST(CheckSignature, EveryKindAndScalarTypeIsChecked) {
   }
 }
 
+TEST(CheckSignature, AParameterWithoutANameIsDescribedByItsType) {
+  const std::vector<KernelParameter> unnamed = {param(Space::kGlobal, "int*", "")};
+  EXPECT_EQ(check_signature(sig({ArgSpec::scalar_of(ScalarType::kU64)}), unnamed).message(),
+            "kernel `mixk`: argument 0 is declared a ulong but the kernel's parameter has type "
+            "`int*`");
+}
+
 TEST(SignatureText, NamesEveryArgumentInOrder) {
   EXPECT_EQ(signature_text(sig({})), "");
   EXPECT_EQ(signature_text(sig({ArgSpec::const_buffer(), ArgSpec::buffer(),

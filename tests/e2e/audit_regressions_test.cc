@@ -442,6 +442,45 @@ TEST_P(AuditRegressions, IrModulesWithFlippedBitsNeverTakeTheDaemonDown) {
   EXPECT_EQ(waitpid(daemon().pid(), &status, WNOHANG), 0) << "kad died on bit " << daemon().log();
 }
 
+// Found by the API fuzzer: PoCL hid an IR module's argument info (SPIR built
+// without -cl-kernel-arg-info), so only the count was checked, and a scalar
+// passed for a pointer made PoCL dereference the client's bits.
+TEST_P(AuditRegressions, AnIrKernelsSignatureIsCheckedAgainstItsParameterKinds) {
+  absl::StatusOr<std::string> bitcode = testing::build_linked_ir(
+      std::string(kFill) + "// " + GetParam() + " IR kinds\n", ModuleFormat::kLlvmBitcodeSpir64);
+  ASSERT_TRUE(bitcode.ok()) << bitcode.status();
+  WireSession s(uri(), "ir-kinds");
+  const uint64_t q = queue(s), out = buffer(s, 64);
+  uint64_t m = 0, lying = 0, right = 0;
+  ASSERT_TRUE(load(s, v1::MODULE_FORMAT_LLVM_BC_SPIR64, *bitcode, &m).ok());
+  ASSERT_TRUE(kernel(s, m, "fill",
+                     {arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_U64),
+                      arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)},
+                     &lying)
+                  .ok());  // nothing compiled the entry yet: checked at the launch
+  WireSession::Stream stream(s);
+  EXPECT_REPLY(stream.send(launch(
+                   q, lying, {16},
+                   {scalar_arg(v1::SCALAR_TYPE_U64, 0x1000), scalar_arg(v1::SCALAR_TYPE_I32, 7)})),
+               INVALID_ARGUMENT,
+               "kernel `fill`: argument 0 is declared a ulong but the kernel's parameter has type "
+               "`int*`");
+  ASSERT_TRUE(kernel(s, m, "fill",
+                     {arg(v1::ARG_KIND_BUFFER), arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)},
+                     &right)
+                  .ok());
+  const v1::QueueReply ran =
+      stream.send(launch(q, right, {16}, {buffer_arg(out), scalar_arg(v1::SCALAR_TYPE_I32, 7)}));
+  ASSERT_EQ(ran.code(), 0) << ran.message();
+  ASSERT_EQ(stream.send(wait(ran.event())).code(), 0);
+  // Compiled once: now GetKernel itself refuses the lie.
+  EXPECT_STATUS(kernel(s, m, "fill",
+                       {arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_U64),
+                        arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)},
+                       &lying),
+                INVALID_ARGUMENT, "argument 0 is declared a ulong but the kernel's parameter has");
+}
+
 // Finding 4.
 TEST_P(AuditRegressions, WaitingForAnEventNeverIssuedIsNotFound) {
   WireSession s(uri(), "wait");
