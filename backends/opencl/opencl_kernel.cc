@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cstring>
-#include <optional>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -15,9 +14,13 @@ namespace kad::opencl {
 namespace {
 
 // The parameters the compiler saw after KAD_CONTEXT (which must come
-// first), or none when this driver keeps no argument info.
-absl::StatusOr<std::optional<std::vector<KernelParameter>>> reflect_parameters(
-    const OpenClApi& api, cl_kernel k, absl::string_view entry) {
+// first). Fails closed where the driver keeps no argument info: a scalar
+// passed where the kernel takes a pointer makes the driver dereference the
+// client's bits (PoCL reads them as a cl_mem).
+absl::StatusOr<std::vector<KernelParameter>> reflect_parameters(const OpenClDevice& device,
+                                                                cl_kernel k,
+                                                                absl::string_view entry) {
+  const OpenClApi& api = device.api();
   cl_uint count = 0;
   if (absl::Status s =
           cl_status(api.clGetKernelInfo(k, CL_KERNEL_NUM_ARGS, sizeof(count), &count, nullptr),
@@ -32,7 +35,10 @@ absl::StatusOr<std::optional<std::vector<KernelParameter>>> reflect_parameters(
   cl_kernel_arg_address_qualifier space = 0;
   if (api.clGetKernelArgInfo(k, 0, CL_KERNEL_ARG_ADDRESS_QUALIFIER, sizeof(space), &space,
                              nullptr) != CL_SUCCESS) {
-    return std::optional<std::vector<KernelParameter>>();
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "kernel `%s`: device %s reports no argument info (asked for with -cl-kernel-arg-info), so "
+        "kad cannot check its signature and will not launch it",
+        entry, device.info().id));
   }
   // "struct kad_context" where the module went through SPIR-V.
   if (std::string type = query_string(api.clGetKernelArgInfo, k, 0, CL_KERNEL_ARG_TYPE_NAME);
@@ -64,7 +70,7 @@ absl::StatusOr<std::optional<std::vector<KernelParameter>>> reflect_parameters(
     p.type = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_TYPE_NAME);
     p.name = query_string(api.clGetKernelArgInfo, k, i, CL_KERNEL_ARG_NAME);
   }
-  return std::optional<std::vector<KernelParameter>>(std::move(parameters));
+  return parameters;
 }
 
 }  // namespace
@@ -111,19 +117,11 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
     return absl::NotFoundError(absl::StrFormat("module has no kernel named `%s`", sig.entry));
   }
   if (absl::Status s = cl_status(err, "clCreateKernel", sig.entry); !s.ok()) return s;
-  absl::StatusOr<std::optional<std::vector<KernelParameter>>> parameters =
-      reflect_parameters(api, k->kernel_, sig.entry);
+  absl::StatusOr<std::vector<KernelParameter>> parameters =
+      reflect_parameters(device, k->kernel_, sig.entry);
   if (!parameters.ok()) return parameters.status();
-  // Fail closed: a scalar passed where the kernel takes a pointer makes the
-  // driver dereference the client's bits (PoCL reads them as a cl_mem).
-  if (!*parameters) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "kernel `%s`: device %s reports no argument info (asked for with -cl-kernel-arg-info), so "
-        "kad cannot check its signature and will not launch it",
-        sig.entry, device.info().id));
-  }
-  if (absl::Status s = check_signature(sig, **parameters); !s.ok()) return s;
-  k->parameters_ = **std::move(parameters);
+  if (absl::Status s = check_signature(sig, *parameters); !s.ok()) return s;
+  k->parameters_ = *std::move(parameters);
 
   size_t max_items = 0, multiple = 0;
   cl_ulong local = 0;
