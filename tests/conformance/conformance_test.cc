@@ -71,18 +71,7 @@ struct IndexCase {
 };
 
 std::string case_name(const IndexCase& c) {
-  std::string name = "nd";
-  for (int d = 0; d < c.ndrange.rank(); ++d) {
-    absl::StrAppend(&name, "_", c.ndrange.extents[d]);
-    if (c.ndrange.offsets[d] != 0)
-      absl::StrAppend(&name, "at", c.ndrange.offsets[d] < 0 ? "m" : "",
-                      std::abs(c.ndrange.offsets[d]));
-  }
-  name += "__wg";
-  if (!c.workgroup)
-    name += "_tuned";
-  else
-    for (int d = 0; d < c.workgroup->rank; ++d) absl::StrAppend(&name, "_", (*c.workgroup)[d]);
+  const std::string name = testing::launch_shape_name(c.ndrange, c.workgroup);
   static const char* kSizes[] = {"__dynamic", "__static_ndrange", "__static_workgroup",
                                  "__static_both"};
   return name + kSizes[static_cast<int>(c.sizes)];

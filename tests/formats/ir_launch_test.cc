@@ -75,18 +75,8 @@ struct IrCase {
 };
 
 std::string case_name(const IrCase& c) {
-  std::string name = absl::StrCat(build_name(c.build), "__nd");
-  for (int d = 0; d < c.ndrange.rank(); ++d) {
-    absl::StrAppend(&name, "_", c.ndrange.extents[d]);
-    if (c.ndrange.offsets[d] != 0)
-      absl::StrAppend(&name, "at", c.ndrange.offsets[d] < 0 ? "m" : "",
-                      std::abs(c.ndrange.offsets[d]));
-  }
-  name += "__wg";
-  if (!c.workgroup)
-    name += "_tuned";
-  else
-    for (int d = 0; d < c.workgroup->rank; ++d) absl::StrAppend(&name, "_", (*c.workgroup)[d]);
+  std::string name =
+      absl::StrCat(build_name(c.build), "__", testing::launch_shape_name(c.ndrange, c.workgroup));
   if (c.static_ndrange) name += "__static_ndrange";
   if (c.static_workgroup) name += "__static_workgroup";
   if (!c.static_ndrange && !c.static_workgroup) name += "__dynamic";

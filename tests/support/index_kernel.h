@@ -3,8 +3,12 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdlib>
+#include <optional>
+#include <string>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "core/dims.h"
 
 namespace kad::testing {
@@ -61,6 +65,22 @@ inline std::vector<int64_t> expected_record(int64_t linear, const NdRange& range
   r[14] = group_linear;
   r[31] = range.rank();
   return r;
+}
+
+// A launch's shape for a test name: "nd_9_5atm2__wg_tuned", "nd__wg_4_1_2".
+inline std::string launch_shape_name(const NdRange& ndrange, const std::optional<Dims>& workgroup) {
+  std::string name = "nd";
+  for (int d = 0; d < ndrange.rank(); ++d) {
+    absl::StrAppend(&name, "_", ndrange.extents[d]);
+    if (ndrange.offsets[d] != 0)
+      absl::StrAppend(&name, "at", ndrange.offsets[d] < 0 ? "m" : "", std::abs(ndrange.offsets[d]));
+  }
+  name += "__wg";
+  if (!workgroup)
+    name += "_tuned";
+  else
+    for (int d = 0; d < workgroup->rank; ++d) absl::StrAppend(&name, "_", (*workgroup)[d]);
+  return name;
 }
 
 }  // namespace kad::testing
