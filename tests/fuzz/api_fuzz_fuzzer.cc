@@ -437,8 +437,8 @@ void Fuzzer::close_session(size_t index) {
   const int ordinal = sessions_[index]->ordinal;
   sessions_[index]->wire->close();
   sessions_.erase(sessions_.begin() + static_cast<std::ptrdiff_t>(index));
-  closed_session_ids_.push_back(id);
-  if (closed_session_ids_.size() > 8) closed_session_ids_.pop_front();
+  closed_sessions_.push_back({id, false});
+  if (closed_sessions_.size() > 8) closed_sessions_.pop_front();
   journal_.add("#" + std::to_string(operation_) + " closed session s" + std::to_string(ordinal) +
                " " + id);
 }
@@ -487,28 +487,7 @@ void Fuzzer::close_session_under_stream() {
     return;
   }
 
-  // kad reclaims the session asynchronously: wait until its id names none
-  // (a 0-byte allocation in a live session is INVALID_ARGUMENT instead).
-  v1::AllocateBufferRequest probe;
-  Defects live_or_gone;
-  live_or_gone.add(StatusCode::INVALID_ARGUMENT, "0 bytes");
-  live_or_gone.add(StatusCode::NOT_FOUND, "the session closed");
-  for (const auto give_up = Clock::now() + seconds(5);;) {
-    v1::AllocateBufferResponse response;
-    Clock::duration elapsed;
-    const grpc::Status st =
-        unary(&v1::Kad::Stub::AllocateBuffer, Target{nullptr, id, {}, "closed session"}, probe,
-              &response, false, &elapsed);
-    check(Call::kAllocateBuffer, "size: 0 (in a session just closed)", st.error_code(),
-          st.error_message(), live_or_gone, true, false, elapsed);
-    if (st.error_code() == StatusCode::NOT_FOUND || stopped_) break;
-    if (Clock::now() > give_up) {
-      violation("a closed session still serves requests 5 s later", Call::kAllocateBuffer,
-                "  session " + id, false);
-      break;
-    }
-    std::this_thread::sleep_for(milliseconds(10));
-  }
+  await_session_gone(id);
 
   // Every command now must find the stream ended; allow kad a second.
   bool ended = false;
@@ -561,6 +540,35 @@ void Fuzzer::close_session_under_stream() {
   if (ended) cancelled.add(StatusCode::CANCELLED, "its session closed");
   check(Call::kSubmit, "the stream of closed session " + id, st.error_code(), st.error_message(),
         cancelled, ended, false, Clock::now() - started);
+}
+
+// kad reclaims a closed session asynchronously, once it sees the session
+// stream's cancel: wait until the id names none (a 0-byte allocation in a live
+// session is INVALID_ARGUMENT instead). Until then a call naming it may still
+// be served, or end with the session mid-call.
+void Fuzzer::await_session_gone(const std::string& id) {
+  v1::AllocateBufferRequest probe;
+  Defects live_or_gone;
+  live_or_gone.add(StatusCode::INVALID_ARGUMENT, "0 bytes");
+  live_or_gone.add(StatusCode::NOT_FOUND, "the session closed");
+  for (const auto give_up = Clock::now() + seconds(5);;) {
+    v1::AllocateBufferResponse response;
+    Clock::duration elapsed;
+    const grpc::Status st =
+        unary(&v1::Kad::Stub::AllocateBuffer, Target{nullptr, id, {}, "closed session"}, probe,
+              &response, false, &elapsed);
+    check(Call::kAllocateBuffer, "size: 0 (in a session just closed)", st.error_code(),
+          st.error_message(), live_or_gone, true, false, elapsed);
+    if (st.error_code() == StatusCode::NOT_FOUND || stopped_) break;
+    if (Clock::now() > give_up) {
+      violation("a closed session still serves requests 5 s later", Call::kAllocateBuffer,
+                "  session " + id, false);
+      break;
+    }
+    std::this_thread::sleep_for(milliseconds(10));
+  }
+  for (ClosedSession& closed : closed_sessions_)
+    if (closed.id == id) closed.gone = true;
 }
 
 // More sessions than kad serves at once: the extra ones are refused.
@@ -628,10 +636,13 @@ void Fuzzer::call_without_session() {
       t.session_defects.add(StatusCode::NOT_FOUND, "an empty kad-session");
       break;
     case 2:
-      t.metadata = closed_session_ids_.empty()
-                       ? "0123456789abcdef0123456789abcdef"
-                       : rng_.pick(std::vector<std::string>(closed_session_ids_.begin(),
-                                                            closed_session_ids_.end()));
+      if (closed_sessions_.empty()) {
+        t.metadata = "0123456789abcdef0123456789abcdef";
+      } else {
+        ClosedSession& closed = closed_sessions_[rng_.below(closed_sessions_.size())];
+        if (!closed.gone) await_session_gone(closed.id);
+        t.metadata = closed.id;
+      }
       t.label = "closed session";
       t.session_defects.add(StatusCode::NOT_FOUND, "a closed session");
       break;

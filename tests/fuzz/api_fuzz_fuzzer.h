@@ -137,6 +137,7 @@ class Fuzzer {
   void open_session();
   void close_session(size_t index);
   void close_session_under_stream();
+  void await_session_gone(const std::string& id);
   void flood_sessions();
   void list_devices();
   void get_status();
@@ -201,7 +202,13 @@ class Fuzzer {
   IrModules ir_;
   std::string random_pool_;
   std::vector<std::unique_ptr<SessionModel>> sessions_;
-  std::deque<std::string> closed_session_ids_;
+  // Recently closed sessions, and whether kad has been seen to have reclaimed
+  // each (it does so asynchronously, after the session stream's cancel).
+  struct ClosedSession {
+    std::string id;
+    bool gone = false;
+  };
+  std::deque<ClosedSession> closed_sessions_;
   int sessions_opened_ = 0;
   std::set<std::string> seen_session_ids_;
   // (module digest, entry) pairs some session has compiled: GetKernel must
