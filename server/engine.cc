@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
+#include "server/sealed_memfd.h"
 
 namespace kad::server {
 namespace {
@@ -26,11 +27,9 @@ std::string new_session_id() {
 absl::StatusOr<std::unique_ptr<HostMemory>> make_host_memory(uint64_t bytes) {
   auto m = std::make_unique<HostMemory>();
   m->bytes = bytes;
-  m->fd = memfd_create("kad-buffer", MFD_CLOEXEC);
-  if (m->fd < 0 || ftruncate(m->fd, static_cast<off_t>(bytes)) != 0) {
-    return absl::ResourceExhaustedError(
-        absl::StrFormat("cannot create %d bytes of shared memory", bytes));
-  }
+  auto fd = create_sealed_memfd("kad-buffer", bytes);
+  if (!fd.ok()) return fd.status();
+  m->fd = *fd;
   void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, m->fd, 0);
   if (p == MAP_FAILED) {
     return absl::ResourceExhaustedError(absl::StrFormat("cannot map %d bytes", bytes));

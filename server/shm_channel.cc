@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/driver_scope.h"
 #include "kad/shm/v1/ring.h"
+#include "server/sealed_memfd.h"
 #include "server/shm_decode.h"
 #include "spdlog/spdlog.h"
 
@@ -23,10 +24,13 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
                                                                uint64_t queue, int socket,
                                                                ShmOptions options) {
   std::unique_ptr<ShmChannel> c(new ShmChannel(engine, std::move(session), queue, socket, options));
-  c->memfd_ = memfd_create("kad-shm-channel", MFD_CLOEXEC);
-  void* p = MAP_FAILED;
-  if (c->memfd_ >= 0 && ftruncate(c->memfd_, kChannelBytes) == 0)
-    p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd_, 0);
+  auto memfd = create_sealed_memfd("kad-shm-channel", kChannelBytes);
+  if (!memfd.ok()) {
+    c->socket_ = -1;  // still the caller's, to refuse with
+    return memfd.status();
+  }
+  c->memfd_ = *memfd;
+  void* p = mmap(nullptr, kChannelBytes, PROT_READ | PROT_WRITE, MAP_SHARED, c->memfd_, 0);
   if (p == MAP_FAILED) {
     c->socket_ = -1;  // still the caller's, to refuse with
     return absl::ResourceExhaustedError("cannot create the channel's shared memory");

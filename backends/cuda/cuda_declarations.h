@@ -80,6 +80,7 @@ inline constexpr unsigned CU_EVENT_DISABLE_TIMING = 2;
     CUresult(int*, int*, CUfunction, CUoccupancyB2DSize, size_t, int))                         \
   X(cuMemAlloc, "cuMemAlloc_v2", CUresult(CUdeviceptr*, size_t))                               \
   X(cuMemFree, "cuMemFree_v2", CUresult(CUdeviceptr))                                          \
+  X(cuMemsetD8, "cuMemsetD8_v2", CUresult(CUdeviceptr, unsigned char, size_t))                 \
   X(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2",                                                 \
     CUresult(CUdeviceptr, const void*, size_t, CUstream))                                      \
   X(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2", CUresult(void*, CUdeviceptr, size_t, CUstream)) \

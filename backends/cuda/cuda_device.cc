@@ -127,7 +127,22 @@ absl::StatusOr<std::unique_ptr<Buffer>> CudaDevice::allocate(uint64_t bytes) {
       return s;
     }
   }
-  return std::make_unique<CudaBuffer>(*this, pointer, bytes);
+  auto buffer = std::make_unique<CudaBuffer>(*this, pointer, bytes);
+  // Fresh device memory may hold what another session freed (DESIGN §8). The
+  // memset runs on the legacy stream, which the queues' non-blocking streams
+  // do not wait for: it is waited for here, before any queue sees the buffer.
+  {
+    DriverScope driver;
+    if (absl::Status s = cu_status(*api_, api_->cuMemsetD8(pointer, 0, bytes), "cuMemsetD8",
+                                   absl::StrCat("zeroing ", bytes, " bytes on ", info_.id));
+        !s.ok())
+      return s;
+    if (absl::Status s = cu_status(*api_, api_->cuStreamSynchronize(nullptr), "cuStreamSynchronize",
+                                   "zeroing a new buffer");
+        !s.ok())
+      return s;
+  }
+  return buffer;
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> CudaDevice::create_queue() {

@@ -24,6 +24,7 @@
   X(hsa_amd_memory_pool_free)                  \
   X(hsa_amd_agents_allow_access)               \
   X(hsa_amd_memory_async_copy)                 \
+  X(hsa_amd_memory_fill)                       \
   X(hsa_queue_create)                          \
   X(hsa_queue_destroy)                         \
   X(hsa_queue_add_write_index_relaxed)         \

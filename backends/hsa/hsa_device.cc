@@ -243,7 +243,18 @@ absl::StatusOr<std::unique_ptr<Buffer>> HsaDevice::allocate(uint64_t bytes) {
       return s;
     }
   }
-  return std::make_unique<HsaBuffer>(*this, pointer, bytes);
+  auto buffer = std::make_unique<HsaBuffer>(*this, pointer, bytes);
+  // Fresh device memory may hold what another session freed (DESIGN §8). The
+  // fill is synchronous and counts 32-bit words; the pool allocates whole pages.
+  {
+    DriverScope driver;
+    if (absl::Status s = hsa_status(api_->hsa_amd_memory_fill(pointer, 0, (bytes + 3) / 4),
+                                    "hsa_amd_memory_fill",
+                                    absl::StrCat("zeroing ", bytes, " bytes on ", info_.id));
+        !s.ok())
+      return s;
+  }
+  return buffer;
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> HsaDevice::create_queue() {

@@ -39,6 +39,7 @@
   X(zeCommandListDestroy)                   \
   X(zeCommandListAppendLaunchKernel)        \
   X(zeCommandListAppendMemoryCopy)          \
+  X(zeCommandListAppendMemoryFill)          \
   X(zeEventPoolCreate)                      \
   X(zeEventPoolDestroy)                     \
   X(zeEventCreate)                          \

@@ -156,6 +156,29 @@ LevelZeroDevice::~LevelZeroDevice() {
   if (context_) api_->zeContextDestroy(context_);
 }
 
+// Fresh device memory may hold what another session freed (DESIGN §8): filled
+// with zeros through a synchronous immediate command list of its own.
+absl::Status LevelZeroDevice::zero(void* address, uint64_t bytes) {
+  ze_command_queue_desc_t desc{};
+  desc.stype = ZE_STRUCTURE_TYPE_COMMAND_QUEUE_DESC;
+  desc.ordinal = compute_ordinal();
+  desc.mode = ZE_COMMAND_QUEUE_MODE_SYNCHRONOUS;
+  desc.priority = ZE_COMMAND_QUEUE_PRIORITY_NORMAL;
+  DriverScope scope;
+  ze_command_list_handle_t list = nullptr;
+  if (absl::Status s =
+          ze_status(api_->zeCommandListCreateImmediate(context_, device_, &desc, &list),
+                    "zeCommandListCreateImmediate", absl::StrCat("zeroing memory on ", info_.id));
+      !s.ok())
+    return s;
+  const uint8_t pattern = 0;
+  const ze_result_t r = api_->zeCommandListAppendMemoryFill(
+      list, address, &pattern, sizeof(pattern), bytes, nullptr, 0, nullptr);
+  api_->zeCommandListDestroy(list);
+  return ze_status(r, "zeCommandListAppendMemoryFill",
+                   absl::StrCat("zeroing ", bytes, " bytes on ", info_.id));
+}
+
 absl::StatusOr<std::unique_ptr<Buffer>> LevelZeroDevice::allocate(uint64_t bytes) {
   if (absl::Status s = check_allocation(info_, bytes); !s.ok()) return s;
   ze_device_mem_alloc_desc_t desc{};
@@ -170,7 +193,9 @@ absl::StatusOr<std::unique_ptr<Buffer>> LevelZeroDevice::allocate(uint64_t bytes
   if (r != ZE_RESULT_SUCCESS) {
     return ze_status(r, "zeMemAllocDevice", absl::StrCat(bytes, " bytes on ", info_.id));
   }
-  return std::make_unique<LevelZeroBuffer>(*this, address, bytes);
+  auto buffer = std::make_unique<LevelZeroBuffer>(*this, address, bytes);
+  if (absl::Status s = zero(address, bytes); !s.ok()) return s;
+  return buffer;
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> LevelZeroDevice::create_queue() {

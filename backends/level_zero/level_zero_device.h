@@ -36,6 +36,7 @@ class LevelZeroDevice final : public Device {
   uint32_t compute_ordinal() const { return compute_ordinal_; }
 
  private:
+  absl::Status zero(void* address, uint64_t bytes);
   LevelZeroDevice(std::shared_ptr<const LevelZeroApi> api, ze_device_handle_t device)
       : api_(std::move(api)), device_(device) {}
 

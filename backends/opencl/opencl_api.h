@@ -34,6 +34,7 @@
   X(clSetKernelArg)             \
   X(clEnqueueNDRangeKernel)     \
   X(clEnqueueWriteBuffer)       \
+  X(clEnqueueFillBuffer)        \
   X(clEnqueueReadBuffer)        \
   X(clWaitForEvents)            \
   X(clGetEventInfo)             \

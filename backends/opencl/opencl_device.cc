@@ -119,7 +119,31 @@ absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
 }
 
 OpenClDevice::~OpenClDevice() {
+  {
+    absl::MutexLock lock(&zero_mu_);
+    if (zero_queue_) api_->clReleaseCommandQueue(zero_queue_);
+  }
   if (context_) api_->clReleaseContext(context_);
+}
+
+absl::Status OpenClDevice::zero(cl_mem mem, uint64_t bytes) {
+  absl::MutexLock lock(&zero_mu_);
+  DriverScope scope;
+  cl_int err = CL_SUCCESS;
+  if (zero_queue_ == nullptr) {
+    zero_queue_ = api_->clCreateCommandQueue(context_, device_, 0, &err);
+    if (absl::Status s = cl_status(err, "clCreateCommandQueue", info_.id); !s.ok()) {
+      zero_queue_ = nullptr;
+      return s;
+    }
+  }
+  const cl_uchar pattern = 0;
+  err = api_->clEnqueueFillBuffer(zero_queue_, mem, &pattern, sizeof(pattern), 0, bytes, 0, nullptr,
+                                  nullptr);
+  if (absl::Status s = cl_status(err, "clEnqueueFillBuffer", absl::StrCat(bytes, " zero bytes"));
+      !s.ok())
+    return s;
+  return cl_status(api_->clFinish(zero_queue_), "clFinish", "zeroing a new buffer");
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::create_buffer(cl_mem_flags flags, void* host,
@@ -133,7 +157,12 @@ absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::create_buffer(cl_mem_flags
   }
   if (absl::Status s = cl_status(err, "clCreateBuffer", absl::StrCat(bytes, " bytes")); !s.ok())
     return s;
-  return std::make_unique<OpenClBuffer>(*this, mem, bytes);
+  auto buffer = std::make_unique<OpenClBuffer>(*this, mem, bytes);
+  // Imported host memory is the caller's, and already zero where it is new.
+  if (host == nullptr) {
+    if (absl::Status s = zero(mem, bytes); !s.ok()) return s;
+  }
+  return buffer;
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::allocate(uint64_t bytes) {

@@ -4,6 +4,7 @@
 
 #include <memory>
 
+#include "absl/synchronization/mutex.h"
 #include "backends/opencl/cl.h"
 #include "backends/opencl/opencl_api.h"
 #include "core/backend.h"
@@ -36,10 +37,15 @@ class OpenClDevice final : public Device {
 
   absl::StatusOr<std::unique_ptr<Buffer>> create_buffer(cl_mem_flags flags, void* host,
                                                         uint64_t bytes);
+  // Fresh memory may hold what another session freed (DESIGN §8): every
+  // allocation is zeroed, on a queue of the device's own, before it is handed out.
+  absl::Status zero(cl_mem mem, uint64_t bytes);
 
   std::shared_ptr<const OpenClApi> api_;
   cl_device_id device_;
   cl_context context_ = nullptr;
+  absl::Mutex zero_mu_;
+  cl_command_queue zero_queue_ ABSL_GUARDED_BY(zero_mu_) = nullptr;  // made on first use
   bool spir_ = false;
   DeviceInfo info_;
 };

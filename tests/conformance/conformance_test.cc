@@ -414,6 +414,23 @@ TEST_P(Launches, AWorkgroupOfTwiceTheMaximumIsAnError) {
   for (int64_t v : download<int64_t>(*out)) ASSERT_EQ(v, -1);
 }
 
+// Memory a session frees may be handed to the next (DESIGN §8): what it
+// wrote must never be readable there. Allocated, filled, freed and allocated
+// again many times, so that the allocator reuses the memory.
+TEST_P(Launches, FreshDeviceMemoryReadsAsZerosAfterAnotherBufferWasFreed) {
+  constexpr size_t kBytes = size_t{1} << 20;
+  for (int round = 0; round < 8; ++round) {
+    auto fresh = device().allocate(kBytes);
+    ASSERT_TRUE(fresh.ok()) << fresh.status();
+    const std::vector<uint8_t> got = download<uint8_t>(**fresh);
+    const auto nonzero = std::find_if(got.begin(), got.end(), [](uint8_t b) { return b != 0; });
+    ASSERT_EQ(nonzero, got.end()) << "round " << round << ": byte " << (nonzero - got.begin())
+                                  << " of a fresh buffer is " << int{*nonzero};
+    const std::vector<uint8_t> secret(kBytes, 0xA5);
+    ASSERT_TRUE(queue().write_buffer(**fresh, 0, std::as_bytes(std::span(secret))).ok());
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Conformance, Launches, ::testing::ValuesIn(device_ids()),
                          [](const auto& info) { return testing::test_name_of(info.param); });
 

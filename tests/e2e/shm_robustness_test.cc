@@ -3,9 +3,11 @@
 // that stops reading completions, a client killed mid-launch. Each ends that
 // request or that channel with a clear reason; a bystander client keeps being
 // served (checked after each test).
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -34,7 +36,7 @@ class RawChannel {
  public:
   // Sends a Hello; returns the reply (and maps the channel when it is OK).
   Reply open(const std::string& socket_path, const std::string& session, uint64_t queue,
-             size_t hello_bytes = sizeof(Hello)) {
+             size_t hello_bytes = sizeof(Hello), bool keep_memfd = false) {
     fd_ = socket(AF_UNIX, SOCK_SEQPACKET, 0);
     sockaddr_un addr{};
     addr.sun_family = AF_UNIX;
@@ -53,12 +55,17 @@ class RawChannel {
     if (reply.code == 0 && memfd >= 0) {
       memory_ = static_cast<uint8_t*>(
           mmap(nullptr, reply.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, memfd, 0));
-      close(memfd);
       header_ = reinterpret_cast<ChannelHeader*>(memory_);
+      if (keep_memfd)
+        memfd_ = memfd;
+      else
+        close(memfd);
     }
     return reply;
   }
+  int memfd() const { return memfd_; }
   ~RawChannel() {
+    if (memfd_ >= 0) close(memfd_);
     if (memory_) munmap(memory_, kChannelBytes);
     if (fd_ >= 0) close(fd_);
   }
@@ -107,6 +114,7 @@ class RawChannel {
 
  private:
   int fd_ = -1;
+  int memfd_ = -1;  // kept when asked, to try what a hostile client would
   uint8_t* memory_ = nullptr;
   ChannelHeader* header_ = nullptr;
   uint32_t tail_ = 0, head_ = 0;
@@ -300,6 +308,74 @@ TEST_F(ShmRobustness, AClientThatStopsReadingCompletionsLosesItsChannel) {
   }
   ASSERT_TRUE(c.closed_within(std::chrono::seconds(10)));
   EXPECT_THAT(c.close_reason(), HasSubstr("read no completion for 300 ms"));
+}
+
+// The memfd of a zero-copy buffer, as MapBuffer hands it to the client.
+int map_buffer_memfd(const std::string& socket_path, const std::string& session, uint64_t buffer,
+                     Reply* reply) {
+  const int fd = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  std::strncpy(addr.sun_path, socket_path.c_str(), sizeof(addr.sun_path) - 1);
+  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  MapBuffer request{};
+  request.request = static_cast<uint32_t>(Request::kMapBuffer);
+  request.version = kVersion;
+  std::memcpy(request.session_id, session.data(),
+              std::min(session.size(), sizeof(request.session_id)));
+  request.buffer = buffer;
+  send(fd, &request, sizeof(request), 0);
+  int memfd = -1;
+  receive_reply(fd, reply, &memfd);
+  close(fd);
+  return memfd;
+}
+
+// What a hostile client tries on a memfd: shrink it (the daemon's next access
+// would die of SIGBUS), grow it, or add a seal of its own. Each must fail.
+void expect_sealed_against_resizing(int memfd, uint64_t bytes) {
+  ASSERT_GE(memfd, 0);
+  const int seals = fcntl(memfd, F_GET_SEALS);
+  EXPECT_EQ(seals & (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL),
+            F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)
+      << "seals: " << seals;
+  EXPECT_EQ(ftruncate(memfd, 0), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(ftruncate(memfd, static_cast<off_t>(bytes / 2)), -1);
+  EXPECT_EQ(ftruncate(memfd, static_cast<off_t>(bytes * 2)), -1);
+  EXPECT_EQ(errno, EPERM);
+  EXPECT_EQ(fallocate(memfd, 0, 0, static_cast<off_t>(bytes * 2)), -1);
+  EXPECT_EQ(fcntl(memfd, F_ADD_SEALS, F_SEAL_WRITE), -1);
+  struct stat st {};
+  ASSERT_EQ(fstat(memfd, &st), 0);
+  EXPECT_EQ(static_cast<uint64_t>(st.st_size), bytes);
+}
+
+TEST_F(ShmRobustness, AChannelsMemfdCannotBeResizedAndTheChannelKeepsServing) {
+  RawChannel c;
+  const Reply opened =
+      c.open(shm_path(), owner_->session_id(), queue_->handle(), sizeof(Hello), true);
+  ASSERT_EQ(opened.code, 0);
+  expect_sealed_against_resizing(c.memfd(), opened.bytes);
+  fill_launch(c.slot());
+  c.publish();
+  auto done = c.next();
+  ASSERT_TRUE(done);
+  EXPECT_EQ(done->code, 0) << c.message(*done);
+}
+
+TEST_F(ShmRobustness, AZeroCopyBuffersMemfdCannotBeResizedAndTheBufferKeepsWorking) {
+  Reply reply{};
+  const int memfd = map_buffer_memfd(shm_path(), owner_->session_id(), buffer_.handle, &reply);
+  ASSERT_EQ(reply.code, 0) << std::string(reply.message, reply.message_length);
+  expect_sealed_against_resizing(memfd, reply.bytes);
+  close(memfd);
+  // The daemon and the device still use the whole buffer.
+  const Arg args[] = {Arg::buffer(buffer_), Arg::scalar<int32_t>(41)};
+  ASSERT_TRUE(queue_->launch(kernel_, client::Dims{64}, nullptr, args).ok());
+  std::vector<int32_t> got(64);
+  ASSERT_TRUE(queue_->read(buffer_, 0, bytes_of(got)).ok());
+  EXPECT_EQ(got, std::vector<int32_t>(64, 41));
 }
 
 TEST_F(ShmRobustness, AClientKilledMidLaunchIsReclaimed) {

@@ -1,0 +1,35 @@
+#include "server/sealed_memfd.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace kad::server {
+
+absl::StatusOr<int> create_sealed_memfd(const char* name, uint64_t bytes) {
+  const int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  if (fd < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot create shared memory `%s`: %s", name, std::strerror(errno)));
+  }
+  if (ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::ResourceExhaustedError(absl::StrFormat(
+        "cannot size shared memory `%s` to %d bytes: %s", name, bytes, std::strerror(error)));
+  }
+  if (fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int error = errno;
+    close(fd);
+    return absl::InternalError(
+        absl::StrFormat("cannot seal shared memory `%s`: %s", name, std::strerror(error)));
+  }
+  return fd;
+}
+
+}  // namespace kad::server
