@@ -55,20 +55,36 @@ absl::StatusOr<std::unique_ptr<Kernel>> Kernel::create(std::shared_ptr<const Mod
   return std::unique_ptr<Kernel>(new Kernel(std::move(module), std::move(sig)));
 }
 
-absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Specialization& spec,
-                                                       KernelCache& cache, bool* compiled) {
-  *compiled = false;
-  {
-    absl::MutexLock lock(&mu_);
-    for (size_t i = 0; i < entry_count_; ++i) {
-      const Entry& e = entries_[i];
-      if (e.device == &device && e.spec == spec) {
-        cache.record_hit();
-        return e.compiled;
-      }
+CompiledKernel* Kernel::find_in_table(const Device& device, const Specialization& spec,
+                                      KernelCache& cache) {
+  absl::MutexLock lock(&mu_);
+  for (size_t i = 0; i < entry_count_; ++i) {
+    const Entry& e = entries_[i];
+    if (e.device == &device && e.spec == spec) {
+      cache.record_hit();
+      return e.compiled;
     }
   }
+  return nullptr;
+}
 
+void Kernel::remember(const Device& device, const Specialization& spec, CompiledKernel* compiled) {
+  absl::MutexLock lock(&mu_);
+  Entry& slot = entry_count_ < kInlineEntries ? entries_[entry_count_++]
+                                              : entries_[next_replace_++ % kInlineEntries];
+  slot = Entry{&device, spec, compiled};
+}
+
+absl::StatusOr<CompiledKernel*> Kernel::find_specialization(Device& device,
+                                                            const Specialization& spec,
+                                                            KernelCache& cache) {
+  if (CompiledKernel* warm = find_in_table(device, spec, cache)) return warm;
+  absl::StatusOr<CompiledKernel*> found = cache.find(key_for(device, spec));
+  if (found.ok() && *found != nullptr) remember(device, spec, *found);
+  return found;
+}
+
+SpecializationKey Kernel::key_for(const Device& device, const Specialization& spec) const {
   const DeviceInfo& info = device.info();
   SpecializationKey key;
   key.module_digest = module_->digest();
@@ -80,7 +96,14 @@ absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Spe
   const std::string backend_options = device.compiler_options(signature_, spec);
   if (!backend_options.empty()) key.compiler_options += " " + backend_options;
   key.toolchain_version = info.toolchain_version + " / " + info.driver_version;
+  return key;
+}
 
+absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Specialization& spec,
+                                                       KernelCache& cache, bool* compiled) {
+  *compiled = false;
+  if (CompiledKernel* warm = find_in_table(device, spec, cache)) return warm;
+  const SpecializationKey key = key_for(device, spec);
   absl::StatusOr<CompiledKernel*> result =
       cache.get_or_compile(key, [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
         *compiled = true;
@@ -98,11 +121,7 @@ absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Spe
         return compiled;
       });
   if (!result.ok()) return result;
-
-  absl::MutexLock lock(&mu_);
-  Entry& slot = entry_count_ < kInlineEntries ? entries_[entry_count_++]
-                                              : entries_[next_replace_++ % kInlineEntries];
-  slot = Entry{&device, spec, *result};
+  remember(device, spec, *result);
   return result;
 }
 

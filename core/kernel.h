@@ -36,8 +36,19 @@ class Kernel {
   // asks the shared cache, which compiles if no kernel has this key yet.
   absl::StatusOr<CompiledKernel*> specialization(Device& device, const Specialization& spec,
                                                  KernelCache& cache, bool* compiled);
+  // The same, but never compiles: null when `spec` is not compiled yet, for a
+  // caller that holds a lock others need and compiles after releasing it.
+  absl::StatusOr<CompiledKernel*> find_specialization(Device& device, const Specialization& spec,
+                                                      KernelCache& cache);
 
  private:
+  // The full cache key of `spec` on `device` (allocates: a miss only).
+  SpecializationKey key_for(const Device& device, const Specialization& spec) const;
+  CompiledKernel* find_in_table(const Device& device, const Specialization& spec,
+                                KernelCache& cache) ABSL_LOCKS_EXCLUDED(mu_);
+  void remember(const Device& device, const Specialization& spec, CompiledKernel* compiled)
+      ABSL_LOCKS_EXCLUDED(mu_);
+
   Kernel(std::shared_ptr<const Module> module, KernelSignature signature)
       : module_(std::move(module)), signature_(std::move(signature)) {}
 

@@ -16,6 +16,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "core/backend.h"
 #include "core/specialization.h"
 
@@ -38,12 +39,17 @@ class KernelCache {
   using CompileFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<CompiledKernel>>()>;
 
   // Returns the entry for `key`, compiling it with `compile` on a miss.
-  // Compiles run under the cache's lock, so one key is never compiled twice.
+  // A compile runs under no lock that another key needs (DESIGN §8): a slow
+  // compile of one tenant's kernel never delays another's. Requests for a key
+  // being compiled wait for that one compile and share its result.
   // A failure that the same key would repeat — the input's fault
   // (INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED), not the moment's — is
   // remembered and returned again without compiling: a module that does not
   // lower is not lowered again on every launch.
   absl::StatusOr<CompiledKernel*> get_or_compile(const SpecializationKey& key, CompileFn compile);
+  // The entry for `key` if it is compiled, else null (absent, or being
+  // compiled); a remembered failure as its status. Never compiles.
+  absl::StatusOr<CompiledKernel*> find(const SpecializationKey& key);
   // A hit served without a map lookup (a Kernel's own table of entries).
   void record_hit() { hits_.fetch_add(1, std::memory_order_relaxed); }
 
@@ -56,7 +62,19 @@ class KernelCache {
   Stats stats() const;
 
  private:
+  // A compile in progress; its waiters hold it until they have read it.
+  struct InFlight {
+    absl::Notification done;
+    absl::StatusOr<CompiledKernel*> result = nullptr;
+  };
+  // The compiled entry, a remembered failure, or null (unknown or in flight).
+  absl::StatusOr<CompiledKernel*> lookup(const std::string& canonical)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void remember_failure(std::string canonical, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, std::unique_ptr<CompiledKernel>> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> failed_order_ ABSL_GUARDED_BY(mu_);  // oldest first

@@ -179,7 +179,7 @@ absl::Status KernelLowering::verify(const Module& module) {
         "verify it: %s",
         module_format_name(format), toolchain_.status().message()));
   }
-  if (absl::Status s = toolchain_->verify_ir(format, module.bytes()); !s.ok()) return s;
+  if (absl::Status s = toolchain_->verify_ir(format, module.bytes(), limits()); !s.ok()) return s;
   absl::MutexLock lock(&verified_mu_);
   // Bounded: forgetting only costs a second verification.
   if (verified_.size() >= 4096) verified_.clear();
@@ -197,10 +197,20 @@ absl::StatusOr<std::string> KernelLowering::run_toolchain(const CompileRequest& 
         cache_->enabled() ? cache_->folder() : "disabled", toolchain_.status().message()));
   }
   if (request.module.format() == ModuleFormat::kOpenClC) {
-    return toolchain_->lower(target, request.source, cpu, request.options);
+    return toolchain_->lower(target, request.source, cpu, request.options, limits());
   }
   return toolchain_->lower_ir(target, request.module.format(), request.module.bytes(),
-                              specialization_defines(request.spec), cpu, request.options);
+                              specialization_defines(request.spec), cpu, request.options, limits());
+}
+
+void KernelLowering::set_limits(const ToolchainLimits& limits) {
+  absl::MutexLock lock(&limits_mu_);
+  limits_ = limits;
+}
+
+ToolchainLimits KernelLowering::limits() const {
+  absl::MutexLock lock(&limits_mu_);
+  return limits_;
 }
 
 }  // namespace kad

@@ -59,6 +59,11 @@ class KernelLowering {
   }
   CodeCache& cache() { return *cache_; }
 
+  // The time, memory and output every tool run may use (kad's
+  // --compile-timeout, --compile-memory-mib); ToolchainLimits' defaults until set.
+  void set_limits(const ToolchainLimits& limits) ABSL_LOCKS_EXCLUDED(limits_mu_);
+  ToolchainLimits limits() const ABSL_LOCKS_EXCLUDED(limits_mu_);
+
   // The key of the lowered code on disk (see above).
   std::string code_key(const CompileRequest& request, CodeTarget target,
                        absl::string_view cpu) const;
@@ -93,6 +98,8 @@ class KernelLowering {
   CodeCache* cache_;
   std::vector<LoweringTarget> prelower_;
   std::string version_;
+  mutable absl::Mutex limits_mu_;
+  ToolchainLimits limits_ ABSL_GUARDED_BY(limits_mu_);
   absl::Mutex verified_mu_;
   absl::flat_hash_set<std::string> verified_ ABSL_GUARDED_BY(verified_mu_);  // module digests
 };

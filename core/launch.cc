@@ -21,7 +21,7 @@ uint64_t saturated_items(const Dims& extents) {
 }  // namespace
 
 absl::StatusOr<LaunchResult> launch(Kernel& kernel, Queue& queue, KernelCache& cache,
-                                    const LaunchRequest& request) {
+                                    const LaunchRequest& request, DeferredCompile* defer) {
   Device& device = queue.device();
   if (LaunchOverride* custom = device.launch_override()) {
     return custom->launch(kernel, queue, request);
@@ -52,8 +52,13 @@ absl::StatusOr<LaunchResult> launch(Kernel& kernel, Queue& queue, KernelCache& c
   // 3. Compile (or find).
   const Specialization spec = specialize(sig, *part, *choice);
   absl::StatusOr<CompiledKernel*> compiled =
-      kernel.specialization(device, spec, cache, &result.compiled);
+      defer != nullptr ? kernel.find_specialization(device, spec, cache)
+                       : kernel.specialization(device, spec, cache, &result.compiled);
   if (!compiled.ok()) return compiled.status();
+  if (*compiled == nullptr) {
+    *defer = DeferredCompile{true, &device, spec};
+    return result;
+  }
 
   // 4. Tune: only a dynamic workgroup size the launch did not give.
   if (part->tune_workgroup) {

@@ -6,6 +6,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
+#include "core/opencl_source_check.h"
 
 namespace kad {
 
@@ -177,7 +178,7 @@ absl::Status check_module(ModuleFormat format, absl::string_view bytes) {
   }
   switch (format) {
     case ModuleFormat::kOpenClC:
-      return absl::OkStatus();
+      return check_opencl_source(bytes);
     case ModuleFormat::kSpirv:
       return check_spirv(bytes);
     case ModuleFormat::kLlvmBitcodeSpir64:

@@ -54,9 +54,10 @@ struct WorkDir {
 // the lowering with its output. `what` says what was being done ("lowering to
 // PTX").
 absl::Status run_steps(const std::vector<std::vector<std::string>>& steps,
-                       const ToolchainLimits& limits, absl::string_view what) {
+                       const ToolchainLimits& limits, const ToolSandbox& sandbox,
+                       absl::string_view what) {
   for (const auto& step : steps) {
-    absl::StatusOr<ToolRun> run = run_limited(step, limits);
+    absl::StatusOr<ToolRun> run = run_limited(step, limits, &sandbox);
     if (!run.ok()) return run.status();
     // Every tool here reads the client's code: a crash is that input's
     // doing (or a tool's bug it found), and the client's to see.
@@ -92,7 +93,15 @@ absl::string_view code_target_name(CodeTarget target) {
 }
 
 absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
-                                    const ToolchainLimits& limits) {
+                                    const ToolchainLimits& limits, const ToolSandbox* sandbox) {
+  absl::StatusOr<PreparedSandbox> walls =
+      PreparedSandbox::prepare(sandbox ? *sandbox : ToolSandbox{});
+  if (!walls.ok()) return walls.status();
+  const bool confined = sandbox != nullptr && walls->confines();
+  // Prepared before fork: the child may only make system calls.
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   int out[2];
   if (argv.empty() || pipe2(out, O_CLOEXEC) != 0) return absl::InternalError("cannot start a tool");
   const pid_t pid = fork();
@@ -108,9 +117,11 @@ absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
     setrlimit(RLIMIT_FSIZE, &fsize);
     setrlimit(RLIMIT_CPU, &cpu_limit);
     setpgid(0, 0);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
+    if (confined && !walls->enter()) {
+      static constexpr char kCannot[] = "kad: cannot enter the tool sandbox\n";
+      (void)!write(2, kCannot, sizeof(kCannot) - 1);
+      _exit(126);
+    }
     execvp(args[0], args.data());
     _exit(127);
   }
@@ -189,10 +200,25 @@ absl::StatusOr<Toolchain> Toolchain::find() {
   if (!fs::exists(t.libclc_ + "/nvptx64--nvidiacl.bc")) {
     return absl::NotFoundError("toolchain: libclc is missing (install libclc-15)");
   }
+  // What every tool may read: system libraries, LLVM, libclc, and nothing of
+  // the host's own (no /etc but the loader's cache, no /home, no /proc).
+  t.readable_ = {"/usr",
+                 "/lib",
+                 "/lib64",
+                 "/bin",
+                 "/etc/ld.so.cache",
+                 "/dev/null",
+                 t.bin_,
+                 fs::path(t.bin_).parent_path().string(),
+                 t.libclc_};
   absl::StatusOr<ToolRun> v = run_limited({t.clang_, "--version"}, ToolchainLimits{});
   if (!v.ok()) return v.status();
   t.version_ = v->output.substr(0, v->output.find('\n'));
   return t;
+}
+
+ToolSandbox Toolchain::sandbox_for(const std::string& workdir) const {
+  return ToolSandbox{readable_, {workdir, "/dev/null"}};
 }
 
 absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_view source,
@@ -239,10 +265,13 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
       steps.push_back({lld_, "-shared", result + ".o", "-o", result});
       break;
     case CodeTarget::kSpir:
-      // SPIR 1.2 is spir64 bitcode as clang emits it; the consuming driver
-      // (PoCL's cl_khr_spir) optimises it.
-      front.insert(front.end(), {"-target", "spir64", "-Xclang", "-disable-llvm-passes"});
-      steps.push_back({llvm_link_, bc, "-o", result});
+      // SPIR 1.2 is spir64 bitcode, optimised here as for IR modules
+      // (lower_ir): the specialisation's constants are folded before the
+      // driver (PoCL's cl_khr_spir) builds its work-group functions. The
+      // argument names go with it: the driver reflects the parameters from them.
+      front.insert(front.end(),
+                   {"-target", "spir64", "-Xclang", "-disable-llvm-passes", "-cl-kernel-arg-info"});
+      steps.push_back({opt_, "-O2", bc, "-o", result});
       break;
   }
   for (absl::string_view option : absl::StrSplit(options, ' ', absl::SkipEmpty()))
@@ -250,8 +279,8 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
   front.insert(front.end(), {src, "-o", bc});
   steps.insert(steps.begin(), front);
 
-  if (absl::Status s =
-          run_steps(steps, limits, absl::StrCat("lowering to ", code_target_name(target)));
+  if (absl::Status s = run_steps(steps, limits, sandbox_for(dir.path.string()),
+                                 absl::StrCat("lowering to ", code_target_name(target)));
       !s.ok()) {
     return s;
   }
@@ -277,7 +306,8 @@ absl::Status Toolchain::verify_ir(ModuleFormat format, absl::string_view module,
   if (format == ModuleFormat::kSpirv) steps.push_back({llvm_spirv_, "-r", submitted, "-o", bc});
   // opt verifies the module it reads before anything else; -S prints it.
   steps.push_back({opt_, "-S", bc, "-o", text});
-  if (absl::Status s = run_steps(steps, limits, what); !s.ok()) return s;
+  if (absl::Status s = run_steps(steps, limits, sandbox_for(dir.path.string()), what); !s.ok())
+    return s;
   return check_kernel_metadata(format_name, read_file(text));
 }
 
@@ -319,6 +349,7 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
   const std::string spec_bc = (dir.path / "specialization.bc").string();
   const std::string linked = (dir.path / "linked.bc").string();
   const std::string result = (dir.path / "kernel.out").string();
+  const ToolSandbox sandbox = sandbox_for(dir.path.string());
   std::ofstream(submitted, std::ios::binary) << module;
   std::ofstream(spec_src, std::ios::binary)
       << specialization << "#define KAD_SPECIALIZATION_MODULE 1\n"
@@ -326,7 +357,8 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
 
   // 1. The module as spir64 bitcode.
   if (format == ModuleFormat::kSpirv) {
-    if (absl::Status s = run_steps({{llvm_spirv_, "-r", submitted, "-o", bc}}, limits, what);
+    if (absl::Status s = run_steps({{llvm_spirv_, "-r", submitted, "-o", bc}}, limits,
+                                   sandbox_for(dir.path.string()), what);
         !s.ok()) {
       return s;
     }
@@ -334,7 +366,7 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
   // 2. It must be built against the linked prelude: a module built against
   //    the source form has one launch shape baked in, and would run any other
   //    launch wrongly.
-  absl::StatusOr<ToolRun> symbols = run_limited({llvm_nm_, bc}, limits);
+  absl::StatusOr<ToolRun> symbols = run_limited({llvm_nm_, bc}, limits, &sandbox);
   if (!symbols.ok()) return symbols.status();
   if (symbols->exit_code != 0 || symbols->signal != 0) {
     return absl::InvalidArgumentError(
@@ -356,8 +388,9 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
   std::vector<std::vector<std::string>> steps = {
       {clang_, "-x", "cl", "-cl-std=CL1.2", "-Xclang", "-finclude-default-header", "-target",
        "spir64", "-Xclang", "-disable-llvm-passes", "-emit-llvm", "-c", spec_src, "-o", spec_bc}};
-  if (absl::Status s = run_steps(steps, limits, what); !s.ok()) return s;
-  absl::StatusOr<ToolRun> link = run_limited({llvm_link_, bc, spec_bc, "-o", linked}, limits);
+  if (absl::Status s = run_steps(steps, limits, sandbox, what); !s.ok()) return s;
+  absl::StatusOr<ToolRun> link =
+      run_limited({llvm_link_, bc, spec_bc, "-o", linked}, limits, &sandbox);
   if (!link.ok()) return link.status();
   if (link->exit_code != 0 || link->signal != 0) {
     return absl::InvalidArgumentError(
@@ -375,7 +408,7 @@ absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat 
   steps = target == CodeTarget::kSpir
               ? std::vector<std::vector<std::string>>{{opt_, "-O2", linked, "-o", result}}
               : std::vector<std::vector<std::string>>{{llvm_spirv_, linked, "-o", result}};
-  if (absl::Status s = run_steps(steps, limits, what); !s.ok()) return s;
+  if (absl::Status s = run_steps(steps, limits, sandbox, what); !s.ok()) return s;
   return read_file(result);
 }
 

@@ -15,6 +15,7 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "core/module.h"
+#include "core/tool_sandbox.h"
 
 namespace kad {
 
@@ -37,16 +38,18 @@ struct ToolRun {
   std::string output;
 };
 
-// Runs `argv` in a child process under `limits`. DEADLINE_EXCEEDED when it
-// ran too long, RESOURCE_EXHAUSTED when it wrote too much; a crash or a
-// non-zero exit is returned as a ToolRun for the caller to report.
+// Runs `argv` in a child process under `limits`, confined to `sandbox`
+// when given (and the kernel supports it). DEADLINE_EXCEEDED when it ran too
+// long, RESOURCE_EXHAUSTED when it wrote too much; a crash or a non-zero exit
+// is returned as a ToolRun for the caller to report.
 absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
-                                    const ToolchainLimits& limits);
+                                    const ToolchainLimits& limits,
+                                    const ToolSandbox* sandbox = nullptr);
 
 // The revision of kad's lowering steps (which tools, which options): part of
 // every on-disk key next to the tools' version, so code lowered by an older
 // kad is never served. Bump it whenever lower() or lower_ir() change output.
-inline constexpr int kLoweringRevision = 2;
+inline constexpr int kLoweringRevision = 4;
 
 class Toolchain {
  public:
@@ -91,6 +94,10 @@ class Toolchain {
                                        const ToolchainLimits& limits = {}) const;
 
  private:
+  // What a tool run in `workdir` may touch: the toolchain's files, and `workdir`.
+  ToolSandbox sandbox_for(const std::string& workdir) const;
+
+  std::vector<std::string> readable_;  // the toolchain's own files
   std::string bin_, clang_, llvm_link_, llc_, llvm_spirv_, llvm_nm_, opt_, lld_, libclc_, version_;
 };
 

@@ -75,6 +75,12 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "folder for lowered GPU code, kept across restarts; \"off\": memory only");
   app.add_option("--cache-max-bytes", c.cache_max_bytes,
                  "bound of --cache-dir; least recently used code goes first");
+  app.add_option("--compile-timeout", c.compile_timeout_s,
+                 "seconds one compiler run on a client's kernel may take")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}));
+  app.add_option("--compile-memory-mib", c.compile_memory_mib,
+                 "address space one compiler run on a client's kernel may use, in MiB")
+      ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20));
   app.add_flag("--cuda-prefer-blocks", c.cuda_prefer_blocks,
                "CUDA: tune for at least one block per SM, with fewer threads per block");
   try {
@@ -111,6 +117,9 @@ ParseOutcome parse_config(int argc, char** argv) {
         if (auto dir = file["cache_dir"].value<std::string>()) cache_dir = *dir;
       }
       set_u64("cache_max_bytes", c.cache_max_bytes, app.get_option("--cache-max-bytes"));
+      set_u64("compile_memory_mib", c.compile_memory_mib, app.get_option("--compile-memory-mib"));
+      if (app.get_option("--compile-timeout")->count() == 0)
+        c.compile_timeout_s = file["compile_timeout"].value_or(c.compile_timeout_s);
       if (app.get_option("--cuda-prefer-blocks")->count() == 0)
         c.cuda_prefer_blocks = file["cuda_prefer_blocks"].value_or(c.cuda_prefer_blocks);
       if (app.get_option("--allow-insecure-tcp")->count() == 0)

@@ -27,6 +27,10 @@ struct Config {
   // $XDG_CACHE_HOME/kad, else ~/.cache/kad; "off" keeps it in memory only.
   std::optional<std::string> cache_dir;
   uint64_t cache_max_bytes = uint64_t{1} << 30;
+  // Every compiler run on a client's code (DESIGN §8): wall-clock seconds and
+  // address space. A compile past either fails that kernel, clearly.
+  int64_t compile_timeout_s = 60;
+  uint64_t compile_memory_mib = 4096;
 };
 
 // The documented default: /run/kad/kad.sock as root, else

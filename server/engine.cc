@@ -335,7 +335,28 @@ absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& re
         absl::StrFormat("a launch has %d arguments, more than the maximum of %d",
                         request.args.size(), kMaxKernelArgs));
   }
-  absl::MutexLock lock(&s.mu);
+  // A launch that must compile first compiles outside the session's lock
+  // (DESIGN §8: no compile under a lock that others need), then launches.
+  DeferredCompile deferred;
+  std::shared_ptr<Kernel> kernel;
+  {
+    absl::MutexLock lock(&s.mu);
+    absl::StatusOr<LaunchResult> r = launch_locked(s, request, &deferred, &kernel);
+    if (!r.ok() || !deferred.needed) return r;
+  }
+  bool compiled = false;
+  absl::StatusOr<CompiledKernel*> c =
+      kernel->specialization(*deferred.device, deferred.spec, cache_, &compiled);
+  if (!c.ok()) return c.status();
+  absl::MutexLock lock(&s.mu);  // the session may have changed meanwhile: resolve again
+  absl::StatusOr<LaunchResult> r = launch_locked(s, request, nullptr, nullptr);
+  if (r.ok()) r->compiled = compiled;
+  return r;
+}
+
+absl::StatusOr<LaunchResult> Engine::launch_locked(Session& s, const LaunchByHandle& request,
+                                                   DeferredCompile* defer,
+                                                   std::shared_ptr<Kernel>* kernel) {
   absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, request.queue);
   if (!q.ok()) return q.status();
   auto k = s.kernels.find(request.kernel);
@@ -361,8 +382,13 @@ absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& re
   absl::StatusOr<LaunchResult> r =
       kad::launch(*k->second, *sq.queue, cache_,
                   {request.ndrange, request.workgroup,
-                   std::span<const KernelArg>(args.data(), request.args.size())});
+                   std::span<const KernelArg>(args.data(), request.args.size())},
+                  defer);
   if (!r.ok()) return r;
+  if (defer != nullptr && defer->needed) {
+    *kernel = k->second;
+    return r;
+  }
   if (r->event != 0) sq.last_event.store(r->event);
   launches_.fetch_add(1, std::memory_order_relaxed);
   device_launches_[sq.device_index]->fetch_add(1, std::memory_order_relaxed);

@@ -14,6 +14,7 @@
 #include "absl/synchronization/mutex.h"
 #include "backends/registry.h"
 #include "core/kernel_cache.h"
+#include "core/launch.h"
 #include "core/launch_request.h"
 #include "server/session.h"
 
@@ -105,6 +106,12 @@ class Engine {
 
  private:
   absl::StatusOr<Device*> device_for(absl::string_view id) const;
+  // The launch with handles resolved under the session's lock; with `defer`,
+  // a launch that must compile first returns its kernel and compiles nothing.
+  absl::StatusOr<LaunchResult> launch_locked(Session& s, const LaunchByHandle& request,
+                                             DeferredCompile* defer,
+                                             std::shared_ptr<Kernel>* kernel)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   absl::StatusOr<std::shared_ptr<SessionQueue>> find_queue(Session& s, uint64_t queue)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   absl::StatusOr<Buffer*> find_buffer(Session& s, uint64_t buffer)

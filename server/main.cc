@@ -68,11 +68,17 @@ int serve(const Config& config) {
       kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
   {
     kad::KernelLowering& lowering = kad::KernelLowering::shared();
+    lowering.set_limits({.seconds = config.compile_timeout_s,
+                         .memory_bytes = config.compile_memory_mib << 20,
+                         .output_bytes = kad::ToolchainLimits{}.output_bytes});
     const kad::CodeCache& cache = lowering.cache();
     absl::Status toolchain = lowering.toolchain_status();
     spdlog::info("kernel toolchain: {}; code cache: {}",
                  toolchain.ok() ? lowering.version() : std::string(toolchain.message()),
                  cache.enabled() ? cache.folder() : std::string("off (memory only)"));
+    if (absl::Status sandbox = kad::tool_sandbox_support(); !sandbox.ok())
+      spdlog::warn("{}: compilers run unconfined, behind the source checks alone",
+                   std::string(sandbox.message()));
   }
   for (const std::string& line : registry.log) spdlog::info("{}", line);
   if (registry.devices.empty()) spdlog::warn("no device found: kad serves, but cannot launch");

@@ -59,7 +59,8 @@ class Session {
   absl::Mutex mu;
   absl::flat_hash_map<uint64_t, SessionBuffer> buffers ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Module>> modules ABSL_GUARDED_BY(mu);
-  absl::flat_hash_map<uint64_t, std::unique_ptr<Kernel>> kernels ABSL_GUARDED_BY(mu);
+  // Shared: a launch compiles outside the session lock and keeps its kernel alive.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Kernel>> kernels ABSL_GUARDED_BY(mu);
   // Shared: a wait runs outside the session lock and must keep its queue alive.
   absl::flat_hash_map<uint64_t, std::shared_ptr<SessionQueue>> queues ABSL_GUARDED_BY(mu);
   uint64_t buffer_bytes ABSL_GUARDED_BY(mu) = 0;

@@ -187,9 +187,26 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
   const ModuleFormat format = request.module.format();
   absl::StatusOr<std::unique_ptr<OpenClKernel>> k;
   switch (format) {
-    case ModuleFormat::kOpenClC:
-      k = OpenClKernel::build(*this, request, {ProgramKind::kSource, request.source});
+    case ModuleFormat::kOpenClC: {
+      // A client's source is compiled out of this process (DESIGN §8): by
+      // kad's toolchain, in a confined child under time and memory limits,
+      // to SPIR that the driver takes. A driver without cl_khr_spir, or a kad
+      // without toolchain, compiles it here, behind check_opencl_source alone.
+      KernelLowering& lowering = KernelLowering::shared();
+      if (spir_ && lowering.toolchain_status().ok()) {
+        absl::StatusOr<std::string> spir = lowering.lower(request, CodeTarget::kSpir, "");
+        if (!spir.ok()) {
+          return absl::Status(
+              spir.status().code(),
+              absl::StrFormat("kernel `%s` did not compile for device %s: %s",
+                              request.signature.entry, info_.id, spir.status().message()));
+        }
+        k = OpenClKernel::build(*this, request, {ProgramKind::kSpir, *spir});
+      } else {
+        k = OpenClKernel::build(*this, request, {ProgramKind::kSource, request.source});
+      }
       break;
+    }
     case ModuleFormat::kSpirv:
     case ModuleFormat::kLlvmBitcodeSpir64: {
       if (!spir_) {

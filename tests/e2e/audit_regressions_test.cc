@@ -528,17 +528,18 @@ TEST_P(AuditRegressions, ASpirvModuleThatCrashesItsTranslatorIsTheClientsError) 
   absl::StatusOr<std::string> spirv = testing::build_linked_ir(kFill, ModuleFormat::kSpirv);
   ASSERT_TRUE(spirv.ok()) << spirv.status();
   // The first instruction (an OpCapability) gets an opcode llvm-spirv 15 does
-  // not implement: it asserts, and dies on SIGABRT.
+  // not implement: it asserts, and dies on SIGABRT — or, confined to its
+  // sandbox, LLVM's crash handler fails to write its report and exits 1.
   std::string crashing = *spirv;
   crashing[20] = static_cast<char>(0xff);
   crashing[21] = static_cast<char>(0x7f);
   WireSession s(uri(), "spirv");
   uint64_t m = 0;
   const grpc::Status loaded = load(s, v1::MODULE_FORMAT_SPIRV, crashing, &m);
-  EXPECT_STATUS(loaded, INVALID_ARGUMENT,
-                "crashed (signal 6, Aborted) verifying a SPIR-V module: the module cannot be "
-                "lowered");
+  EXPECT_EQ(loaded.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << loaded.error_message();
   EXPECT_THAT(loaded.error_message(), ::testing::StartsWith("llvm-spirv"));
+  EXPECT_THAT(loaded.error_message(), HasSubstr("verifying a SPIR-V module"));
+  EXPECT_THAT(loaded.error_message(), HasSubstr("Assertion `0 && \"Not implemented\"' failed"));
 }
 
 TEST_P(AuditRegressions, AnEmptyNdrangeIsCheckedLikeAnyLaunchThenCompletesAtOnce) {

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <string>
 
 #include "absl/strings/str_format.h"
 #include "core/specialization.h"
@@ -20,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 class ToolchainTest : public ::testing::Test {
  protected:
@@ -117,6 +119,53 @@ TEST_F(ToolchainTest, ACompileErrorReturnsTheCompilersLog) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("undefined_thing"));
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("failed lowering to PTX"));
+}
+
+// A source that check_opencl_source would refuse, given to the compiler
+// directly: the sandbox is the second wall, and the file's bytes never reach
+// the compiler's log (which goes back to the client).
+TEST_F(ToolchainTest, AnIncludedHostFileIsUnreadableToTheCompiler) {
+  if (!tool_sandbox_support().ok()) GTEST_SKIP() << tool_sandbox_support();
+  std::string passwd;
+  std::getline(std::ifstream("/etc/passwd"), passwd);
+  ASSERT_FALSE(passwd.empty());
+  for (const CodeTarget target : {CodeTarget::kSpir, CodeTarget::kPtx}) {
+    auto r = toolchain_->lower(
+        target,
+        specialised_source(testing::Spec(1, false, 32),
+                           "#include \"/etc/passwd\"\nkernel void k(KAD_CONTEXT) {}\n"),
+        "sm_80", "");
+    ASSERT_FALSE(r.ok()) << code_target_name(target);
+    EXPECT_THAT(std::string(r.status().message()), HasSubstr("/etc/passwd"));
+    EXPECT_THAT(std::string(r.status().message()), Not(HasSubstr(passwd)));
+  }
+}
+
+TEST(ToolProcess, ASandboxedToolReadsAndWritesOnlyWhatItIsGiven) {
+  if (!tool_sandbox_support().ok()) GTEST_SKIP() << tool_sandbox_support();
+  const fs::path work = fs::temp_directory_path() / ("kad-sandbox-" + std::to_string(getpid()));
+  fs::create_directories(work);
+  const ToolSandbox sandbox{{"/usr", "/lib", "/lib64", "/bin"}, {work.string()}};
+  auto unsandboxed = run_limited({"/bin/cat", "/etc/hostname"}, {});
+  ASSERT_TRUE(unsandboxed.ok());
+  EXPECT_EQ(unsandboxed->exit_code, 0);
+  auto read = run_limited({"/bin/cat", "/etc/hostname"}, {}, &sandbox);
+  ASSERT_TRUE(read.ok());
+  EXPECT_NE(read->exit_code, 0);
+  EXPECT_THAT(read->output, HasSubstr("Permission denied"));
+  auto proc = run_limited({"/bin/cat", "/proc/self/environ"}, {}, &sandbox);
+  ASSERT_TRUE(proc.ok());
+  EXPECT_NE(proc->exit_code, 0);
+  const std::string outside = "/tmp/kad-sandbox-outside-" + std::to_string(getpid());
+  auto escape = run_limited({"/bin/sh", "-c", "echo x > " + outside}, {}, &sandbox);
+  ASSERT_TRUE(escape.ok());
+  EXPECT_NE(escape->exit_code, 0);
+  EXPECT_FALSE(fs::exists(outside));
+  auto inside = run_limited({"/bin/sh", "-c", "echo x > " + (work / "out").string()}, {}, &sandbox);
+  ASSERT_TRUE(inside.ok());
+  EXPECT_EQ(inside->exit_code, 0) << inside->output;
+  EXPECT_TRUE(fs::exists(work / "out"));
+  fs::remove_all(work);
 }
 
 TEST(ToolProcess, AHangingToolIsStoppedAtItsTimeLimit) {
