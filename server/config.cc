@@ -75,6 +75,11 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "folder for lowered GPU code, kept across restarts; \"off\": memory only");
   app.add_option("--cache-max-bytes", c.cache_max_bytes,
                  "bound of --cache-dir; least recently used code goes first");
+  int64_t drain_timeout_s = absl::ToInt64Seconds(c.limits.finish_timeout);
+  app.add_option("--drain-timeout", drain_timeout_s,
+                 "seconds kad waits for launches to end when it drains (SIGTERM), closes a "
+                 "session or frees memory they use")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}));
   app.add_option("--compile-timeout", c.compile_timeout_s,
                  "seconds one compiler run on a client's kernel may take")
       ->check(CLI::Range(int64_t{1}, int64_t{3600}));
@@ -118,6 +123,8 @@ ParseOutcome parse_config(int argc, char** argv) {
       }
       set_u64("cache_max_bytes", c.cache_max_bytes, app.get_option("--cache-max-bytes"));
       set_u64("compile_memory_mib", c.compile_memory_mib, app.get_option("--compile-memory-mib"));
+      if (app.get_option("--drain-timeout")->count() == 0)
+        drain_timeout_s = file["drain_timeout"].value_or(drain_timeout_s);
       if (app.get_option("--compile-timeout")->count() == 0)
         c.compile_timeout_s = file["compile_timeout"].value_or(c.compile_timeout_s);
       if (app.get_option("--cuda-prefer-blocks")->count() == 0)
@@ -133,6 +140,7 @@ ParseOutcome parse_config(int argc, char** argv) {
     }
   }
   if (no_shm) c.shared_memory = false;
+  c.limits.finish_timeout = absl::Seconds(drain_timeout_s);
   if (!cache_dir.empty()) c.cache_dir = cache_dir == "off" ? std::string() : cache_dir;
   if (!listen.empty()) c.listen = listen;
   if (c.listen.empty()) c.listen.push_back("unix:" + default_socket_path());

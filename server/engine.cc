@@ -12,6 +12,7 @@
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
 #include "server/sealed_memfd.h"
+#include "spdlog/spdlog.h"
 
 namespace kad::server {
 namespace {
@@ -84,14 +85,34 @@ void Engine::close_session(const std::string& id) {
     sessions_.erase(it);
   }
   s->mark_closed();
-  absl::MutexLock lock(&s->mu);
-  // Let the device finish this session's work before its memory goes.
-  for (auto& [handle, q] : s->queues) q->queue->finish().IgnoreError();
-  s->kernels.clear();
-  s->modules.clear();
-  s->buffers.clear();
-  s->queues.clear();
-  s->buffer_bytes = 0;
+  // The session's objects go once the device has finished its work (its
+  // memory may be in use until then), on the finisher's thread; the close
+  // waits for that only so long. Destroyed last to first: kernels first.
+  struct Objects {
+    absl::flat_hash_map<uint64_t, std::shared_ptr<SessionQueue>> queues;
+    absl::flat_hash_map<uint64_t, SessionBuffer> buffers;
+    absl::flat_hash_map<uint64_t, std::shared_ptr<const Module>> modules;
+    absl::flat_hash_map<uint64_t, std::shared_ptr<Kernel>> kernels;
+  };
+  auto objects = std::make_shared<Objects>();
+  std::vector<std::shared_ptr<SessionQueue>> queues;
+  {
+    absl::MutexLock lock(&s->mu);
+    objects->queues = std::move(s->queues);
+    objects->buffers = std::move(s->buffers);
+    objects->modules = std::move(s->modules);
+    objects->kernels = std::move(s->kernels);
+    s->queues.clear();
+    s->buffers.clear();
+    s->modules.clear();
+    s->kernels.clear();
+    s->buffer_bytes = 0;
+    for (const auto& [handle, q] : objects->queues) queues.push_back(q);
+  }
+  if (!finisher_.finish(std::move(queues), std::move(objects), limits_.finish_timeout)) {
+    spdlog::warn("a closed session's launches still run after {} s: its memory goes when they end",
+                 absl::ToInt64Seconds(limits_.finish_timeout));
+  }
 }
 
 absl::StatusOr<std::shared_ptr<Session>> Engine::session(absl::string_view id) {
@@ -215,13 +236,16 @@ absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
   // keeps it alive for them, but Level Zero's and HSA's frees do not wait:
   // finish this session's queues on the device first (only its own launches
   // can name the buffer), so no backend frees memory a kernel still uses.
+  std::vector<std::shared_ptr<SessionQueue>> running;
   for (const auto& [h, q] : s.queues) {
     if (q->device != it->second.device || q->last_event.load() <= q->last_waited.load()) continue;
-    if (absl::Status done = q->queue->finish(); !done.ok()) {
-      return absl::Status(
-          done.code(), absl::StrFormat("buffer %d not freed: finishing queue %d failed: %s", buffer,
-                                       h, done.message()));
-    }
+    running.push_back(q);
+  }
+  if (!running.empty() && !finisher_.finish(std::move(running), nullptr, limits_.finish_timeout)) {
+    return absl::DeadlineExceededError(absl::StrFormat(
+        "buffer %d not freed: this session's launches on %s still run after %d s (kad's "
+        "--drain-timeout); the buffer is kept",
+        buffer, it->second.device->info().id, absl::ToInt64Seconds(limits_.finish_timeout)));
   }
   s.buffer_bytes -= it->second.buffer->size();
   s.buffers.erase(it);
@@ -450,21 +474,19 @@ EngineCounters Engine::counters() const {
   return c;
 }
 
-void Engine::drain() {
+bool Engine::drain(absl::Duration timeout) {
   draining_.store(true);
   std::vector<std::shared_ptr<Session>> sessions;
   {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) sessions.push_back(s);
   }
+  std::vector<std::shared_ptr<SessionQueue>> queues;
   for (const auto& s : sessions) {
-    std::vector<std::shared_ptr<SessionQueue>> queues;
-    {
-      absl::MutexLock lock(&s->mu);
-      for (const auto& [h, q] : s->queues) queues.push_back(q);
-    }
-    for (const auto& q : queues) q->queue->finish().IgnoreError();
+    absl::MutexLock lock(&s->mu);
+    for (const auto& [h, q] : s->queues) queues.push_back(q);
   }
+  return finisher_.finish(std::move(queues), nullptr, timeout);
 }
 
 }  // namespace kad::server

@@ -16,6 +16,7 @@
 #include "core/kernel_cache.h"
 #include "core/launch.h"
 #include "core/launch_request.h"
+#include "server/queue_finisher.h"
 #include "server/session.h"
 
 namespace kad::server {
@@ -25,6 +26,9 @@ struct EngineLimits {
   uint64_t max_buffer_bytes_per_session = uint64_t{64} << 30;  // device memory quota
   uint64_t max_objects_per_session = 1 << 20;                  // handles of any kind
   bool zero_copy = true;  // buffers on host-visible devices live in memory clients can map
+  // The longest kad waits for a session's launches to end when it frees
+  // device memory, closes the session or drains (--drain-timeout).
+  absl::Duration finish_timeout = absl::Seconds(30);
 };
 
 struct EngineCounters {
@@ -100,8 +104,9 @@ class Engine {
   absl::Status wait(Session& s, uint64_t queue, EventId event);
 
   EngineCounters counters() const;
-  // Refuse new launches (UNAVAILABLE) and wait for every queue to finish.
-  void drain();
+  // Refuse new launches (UNAVAILABLE) and wait for every queue to finish,
+  // at most `timeout`; false when launches still run then.
+  bool drain(absl::Duration timeout);
   bool draining() const { return draining_.load(); }
 
  private:
@@ -132,6 +137,8 @@ class Engine {
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> sessions_opened_{0};
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> device_launches_;
+  // Declared after the devices and the cache: destroyed before them.
+  QueueFinisher finisher_;
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Session>> sessions_ ABSL_GUARDED_BY(mu_);

@@ -163,7 +163,19 @@ int serve(const Config& config) {
   spdlog::info("{}: draining (in-flight launches finish, new ones are refused)",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   server->GetHealthCheckService()->SetServingStatus(false);
-  engine.drain();
+  if (!engine.drain(config.limits.finish_timeout)) {
+    // A kernel that never ends holds a driver thread no call can interrupt:
+    // the process ends without it, within the drain timeout.
+    spdlog::warn("launches still run after the drain timeout ({} s): exiting without them",
+                 absl::ToInt64Seconds(config.limits.finish_timeout));
+    for (const auto& a : addresses)
+      if (!a.tcp) {
+        unlink(a.uri.substr(5).c_str());
+        unlink((a.uri.substr(5) + ".shm").c_str());
+      }
+    spdlog::shutdown();
+    _exit(0);
+  }
   // Queues are finished: give replies in flight a moment, then cancel the
   // streams clients keep open.
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::seconds(1));

@@ -91,7 +91,7 @@ bool documented(Call call, Code code) {
     case Call::kAllocateBuffer:
       return listed(code, {Code::INVALID_ARGUMENT, Code::RESOURCE_EXHAUSTED, Code::UNAVAILABLE});
     case Call::kFreeBuffer:
-      return listed(code, {Code::INTERNAL});
+      return listed(code, {Code::DEADLINE_EXCEEDED, Code::INTERNAL});
     case Call::kWriteBuffer:
     case Call::kCopyIn:
       return write_code(code);

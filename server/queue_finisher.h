@@ -1,0 +1,45 @@
+// Waiting for a device with a bound (DESIGN §8: closing a session, freeing
+// memory and SIGTERM never wait forever). A driver's finish() cannot be
+// interrupted, and a client's kernel may never end: the finish runs on a
+// thread of its own, holding whatever must outlive the work (the session's
+// buffers and queues), and the caller waits only as long as it may. What is
+// still running past that is released when the device finishes — for a kernel
+// that loops forever, when the process ends.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
+#include "server/session.h"
+
+namespace kad::server {
+
+class QueueFinisher {
+ public:
+  QueueFinisher() = default;
+  QueueFinisher(const QueueFinisher&) = delete;
+  QueueFinisher& operator=(const QueueFinisher&) = delete;
+  // Waits for every finish still running: only once no kernel can loop
+  // (the daemon exits without it after a drain that timed out).
+  ~QueueFinisher();
+
+  // Finishes `queues`, then drops `keep` (destroyed on the finishing thread
+  // if it holds the last reference). True when done within `timeout`.
+  bool finish(std::vector<std::shared_ptr<SessionQueue>> queues, std::shared_ptr<void> keep,
+              absl::Duration timeout);
+
+ private:
+  struct Job {
+    std::thread thread;
+    std::shared_ptr<absl::Notification> done;
+  };
+  absl::Mutex mu_;
+  std::vector<Job> jobs_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kad::server
