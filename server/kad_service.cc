@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "absl/strings/str_format.h"
+#include "server/queue_dispatch.h"
 #include "server/wire.h"
 
 namespace kad::server {
@@ -238,13 +239,17 @@ void KadService::reset_reply(v1::QueueReply* reply) {
 
 void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
                              v1::QueueReply* reply) {
+  // Decoded here; what the command does is run_queue_op's, shared with the
+  // shared-memory channel.
   absl::Status status;
+  QueueOp op;
+  NdRange ndrange;
+  Dims workgroup;
+  std::array<KernelArg, kMaxKernelArgs> args;
+  LaunchByHandle launch;
   switch (command.command_case()) {
     case v1::QueueCommand::kLaunch: {
       const v1::Launch& l = command.launch();
-      NdRange ndrange;
-      Dims workgroup;
-      std::array<KernelArg, kMaxKernelArgs> args;
       if (l.args_size() > static_cast<int>(kMaxKernelArgs)) {
         status = absl::InvalidArgumentError(
             absl::StrFormat("a launch has %d arguments, more than the maximum of %d", l.args_size(),
@@ -255,25 +260,16 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
       if (status.ok() && l.has_workgroup()) status = to_dims(l.workgroup(), &workgroup);
       for (int i = 0; status.ok() && i < l.args_size(); ++i)
         status = to_kernel_arg(l.args(i), static_cast<size_t>(i), &args[static_cast<size_t>(i)]);
-      if (!status.ok()) break;
-      absl::StatusOr<LaunchResult> r = engine_.launch(
-          session, {queue, l.kernel(), l.has_ndrange() ? &ndrange : nullptr,
-                    l.has_workgroup() ? &workgroup : nullptr,
-                    std::span<const KernelArg>(args.data(), static_cast<size_t>(l.args_size()))});
-      if (!r.ok()) {
-        status = r.status();
-        break;
-      }
-      reply->set_event(r->event);
-      v1::LaunchChoice* choice = reply->mutable_choice();
-      choice->set_rank(r->choice.rank);
-      choice->set_linear(r->choice.linear);
-      choice->set_index_bits(r->choice.index_bits);
-      for (int d = 0; d < r->workgroup.rank; ++d) reply->add_workgroup(r->workgroup[d]);
+      launch = {queue, l.kernel(), l.has_ndrange() ? &ndrange : nullptr,
+                l.has_workgroup() ? &workgroup : nullptr,
+                std::span<const KernelArg>(args.data(), static_cast<size_t>(l.args_size()))};
+      op.kind = QueueOp::Kind::kLaunch;
+      op.launch = &launch;
       break;
     }
     case v1::QueueCommand::kWait:
-      status = engine_.wait(session, queue, command.wait().event());
+      op.kind = QueueOp::Kind::kWait;
+      op.event = command.wait().event();
       break;
     case v1::QueueCommand::kCopyIn: {
       const v1::CopyIn& c = command.copy_in();
@@ -283,10 +279,11 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
                             c.data().size(), kMaxChunkBytes));
         break;
       }
-      status = engine_.write_buffer(
-          session, queue, c.buffer(), c.offset(),
-          std::span<const std::byte>(reinterpret_cast<const std::byte*>(c.data().data()),
-                                     c.data().size()));
+      op.kind = QueueOp::Kind::kCopyIn;
+      op.buffer = c.buffer();
+      op.offset = c.offset();
+      op.in = std::span<const std::byte>(reinterpret_cast<const std::byte*>(c.data().data()),
+                                         c.data().size());
       break;
     }
     case v1::QueueCommand::kCopyOut: {
@@ -299,10 +296,10 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
       }
       std::string* data = reply->mutable_data();
       data->resize(c.size());
-      status = engine_.read_buffer(
-          session, queue, c.buffer(), c.offset(),
-          std::span<std::byte>(reinterpret_cast<std::byte*>(data->data()), data->size()));
-      if (!status.ok()) reply->clear_data();
+      op.kind = QueueOp::Kind::kCopyOut;
+      op.buffer = c.buffer();
+      op.offset = c.offset();
+      op.out = std::span<std::byte>(reinterpret_cast<std::byte*>(data->data()), data->size());
       break;
     }
     case v1::QueueCommand::kPing:
@@ -311,6 +308,17 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
       status = absl::InvalidArgumentError(
           "queue command has no launch, wait, copy_in, copy_out or ping");
       break;
+  }
+  LaunchResult launched;
+  if (status.ok()) status = run_queue_op(engine_, session, queue, op, &launched);
+  if (!status.ok() && op.kind == QueueOp::Kind::kCopyOut) reply->clear_data();
+  if (status.ok() && op.kind == QueueOp::Kind::kLaunch) {
+    reply->set_event(launched.event);
+    v1::LaunchChoice* choice = reply->mutable_choice();
+    choice->set_rank(launched.choice.rank);
+    choice->set_linear(launched.choice.linear);
+    choice->set_index_bits(launched.choice.index_bits);
+    for (int d = 0; d < launched.workgroup.rank; ++d) reply->add_workgroup(launched.workgroup[d]);
   }
   reply->set_code(static_cast<int32_t>(status.code()));
   if (!status.ok()) reply->set_message(std::string(status.message()));

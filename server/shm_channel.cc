@@ -11,6 +11,7 @@
 #include "absl/strings/str_format.h"
 #include "core/driver_scope.h"
 #include "kad/shm/v1/ring.h"
+#include "server/queue_dispatch.h"
 #include "server/sealed_memfd.h"
 #include "server/shm_decode.h"
 #include "spdlog/spdlog.h"
@@ -121,44 +122,32 @@ bool ShmChannel::post(const CompletionRecord& done) {
 void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
   std::memset(done, 0, offsetof(CompletionRecord, message));
   done->tag = r.tag;
+  // Decoded here; what the command does is run_queue_op's, shared with gRPC.
   absl::Status status;
+  QueueOp op;
+  std::byte* const arena = reinterpret_cast<std::byte*>(memory_ + kArenaOffset);
   switch (static_cast<Op>(r.op)) {
-    case Op::kLaunch: {
+    case Op::kLaunch:
+      op.kind = QueueOp::Kind::kLaunch;
+      op.launch = &decoded_.request;
       status = decode_launch(r, queue_, &decoded_);
-      if (!status.ok()) break;
-      absl::StatusOr<LaunchResult> result = engine_.launch(*session_, decoded_.request);
-      if (!result.ok()) {
-        status = result.status();
-        break;
-      }
-      done->event = result->event;
-      done->linear = result->choice.linear;
-      done->index_bits = result->choice.index_bits;
-      done->rank = result->choice.rank;
-      done->workgroup_rank = static_cast<uint8_t>(result->workgroup.rank);
-      for (int d = 0; d < result->workgroup.rank; ++d) done->workgroup[d] = result->workgroup[d];
       break;
-    }
     case Op::kWait:
-      status = engine_.wait(*session_, queue_, r.event);
+      op.kind = QueueOp::Kind::kWait;
+      op.event = r.event;
       break;
     case Op::kCopyIn:
-      status = check_arena_range(r, kArenaBytes);
-      if (status.ok()) {
-        status = engine_.write_buffer(
-            *session_, queue_, r.buffer, r.offset,
-            std::span<const std::byte>(
-                reinterpret_cast<const std::byte*>(memory_ + kArenaOffset + r.arena_offset),
-                r.size));
-      }
-      break;
     case Op::kCopyOut:
       status = check_arena_range(r, kArenaBytes);
-      if (status.ok()) {
-        status = engine_.read_buffer(
-            *session_, queue_, r.buffer, r.offset,
-            std::span<std::byte>(
-                reinterpret_cast<std::byte*>(memory_ + kArenaOffset + r.arena_offset), r.size));
+      if (!status.ok()) break;
+      op.buffer = r.buffer;
+      op.offset = r.offset;
+      if (static_cast<Op>(r.op) == Op::kCopyIn) {
+        op.kind = QueueOp::Kind::kCopyIn;
+        op.in = std::span<const std::byte>(arena + r.arena_offset, r.size);
+      } else {
+        op.kind = QueueOp::Kind::kCopyOut;
+        op.out = std::span<std::byte>(arena + r.arena_offset, r.size);
       }
       break;
     case Op::kPing:
@@ -166,6 +155,16 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
     default:
       status = absl::InvalidArgumentError(absl::StrFormat(
           "record %d has operation %d, not launch, wait, copy in, copy out or ping", r.tag, r.op));
+  }
+  LaunchResult launched;
+  if (status.ok()) status = run_queue_op(engine_, *session_, queue_, op, &launched);
+  if (status.ok() && op.kind == QueueOp::Kind::kLaunch) {
+    done->event = launched.event;
+    done->linear = launched.choice.linear;
+    done->index_bits = launched.choice.index_bits;
+    done->rank = launched.choice.rank;
+    done->workgroup_rank = static_cast<uint8_t>(launched.workgroup.rank);
+    for (int d = 0; d < launched.workgroup.rank; ++d) done->workgroup[d] = launched.workgroup[d];
   }
   done->code = static_cast<int32_t>(status.code());
   if (!status.ok()) {

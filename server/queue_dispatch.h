@@ -1,0 +1,31 @@
+// The queue commands both transports carry — launch, wait, copy in, copy
+// out, ping — in one decoded form, run by one dispatch. A gRPC Submit stream
+// and a shared-memory channel differ only in how they decode a command and
+// answer it; what a command does is written here once.
+#pragma once
+
+#include <cstdint>
+#include <span>
+
+#include "absl/status/status.h"
+#include "core/launch_request.h"
+#include "server/engine.h"
+
+namespace kad::server {
+
+struct QueueOp {
+  enum class Kind { kLaunch, kWait, kCopyIn, kCopyOut, kPing };
+  Kind kind = Kind::kPing;
+  const LaunchByHandle* launch = nullptr;  // kLaunch: decoded, handles unresolved
+  EventId event = 0;                       // kWait: 0 waits for everything submitted
+  uint64_t buffer = 0, offset = 0;         // kCopyIn, kCopyOut
+  std::span<const std::byte> in;           // kCopyIn: the bytes to write
+  std::span<std::byte> out;                // kCopyOut: where the bytes go
+};
+
+// Runs `op` on `queue` of `session`; a launch's result goes to `launched`.
+// Allocates nothing on success.
+absl::Status run_queue_op(Engine& engine, Session& session, uint64_t queue, const QueueOp& op,
+                          LaunchResult* launched);
+
+}  // namespace kad::server
