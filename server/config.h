@@ -8,6 +8,7 @@
 
 #include "absl/status/statusor.h"
 #include "server/engine.h"
+#include "server/listen_address.h"
 
 namespace kad::server {
 
@@ -46,15 +47,5 @@ struct ParseOutcome {
   std::string message;
 };
 ParseOutcome parse_config(int argc, char** argv);
-
-// One listening address, checked: the gRPC address to bind and whether it is
-// a TCP address on loopback.
-struct ListenAddress {
-  std::string uri;      // as given
-  std::string address;  // as gRPC wants it
-  bool tcp = false;
-  bool loopback = false;
-};
-absl::StatusOr<ListenAddress> parse_listen_uri(const std::string& uri);
 
 }  // namespace kad::server

@@ -8,28 +8,19 @@
 #include <memory>
 
 #include "backends/registry.h"
-#include "server/engine.h"
-#include "server/kad_service.h"
+#include "server/daemon.h"
 
 namespace kad::server {
 namespace {
 
 std::shared_ptr<grpc::Channel> inproc_channel() {
-  struct InProcess {
-    InProcess() : engine(discover_devices(), server::EngineLimits{}), service(engine) {
-      grpc::ServerBuilder builder;
-      builder.SetMaxReceiveMessageSize((4 << 20) + (64 << 10));
-      builder.RegisterService(&service);
-      grpc_server = builder.BuildAndStart();
-    }
-    server::Engine engine;
-    server::KadService service;
-    std::unique_ptr<grpc::Server> grpc_server;
-  };
-  static InProcess* in_process = new InProcess();  // lives as long as the process
-  grpc::ChannelArguments args;
-  args.SetMaxReceiveMessageSize((4 << 20) + (64 << 10));
-  return in_process->grpc_server->InProcessChannel(args);
+  // Listens nowhere: only its in-process channel. Lives as long as the process.
+  static Daemon* daemon = [] {
+    absl::StatusOr<std::unique_ptr<Daemon>> d = Daemon::start(discover_devices(), DaemonOptions{});
+    return d.ok() ? d->release() : nullptr;
+  }();
+  if (daemon == nullptr) return nullptr;
+  return daemon->in_process_channel();
 }
 
 // Registers at start; the engine itself starts on the first inproc: connect.

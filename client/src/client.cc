@@ -155,6 +155,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
           "inproc: needs the engine in this process: link the kad::inproc library");
     }
     connection->channel = (*client::g_inproc)();
+    if (connection->channel == nullptr)
+      return absl::UnavailableError("inproc: the engine in this process did not start");
   } else {
     return absl::InvalidArgumentError(absl::StrFormat(
         "`%s` is not a kad address: use unix:PATH, tcp://HOST:PORT or inproc:", uri));

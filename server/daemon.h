@@ -1,0 +1,74 @@
+// The kad daemon assembled once — engine, kad.v1 service (with
+// grpc.health.v1) on every listen address, shared-memory listeners beside
+// the UNIX sockets — for `kad` itself, the `inproc:` transport and the tests
+// and benchmarks that run a daemon inside their own process.
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "backends/registry.h"
+#include "server/engine.h"
+#include "server/kad_service.h"
+#include "server/listen_address.h"
+#include "server/shm_listener.h"
+
+namespace kad::server {
+
+struct DaemonOptions {
+  // unix:PATH or tcp://HOST:PORT (port 0 picks a free one). None: the
+  // daemon serves only its in-process channel.
+  std::vector<std::string> listen;
+  uint64_t max_message_bytes = (4 << 20) + (64 << 10);  // a 1 MiB chunk fits with room
+  EngineLimits limits;
+  std::string tls_cert, tls_key;    // PEM files: TCP with TLS
+  bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
+  bool shared_memory = true;        // shared-memory channels beside UNIX sockets
+  ShmOptions shm;
+};
+
+class Daemon {
+ public:
+  // Serves `registry`'s devices on `options.listen`. INVALID_ARGUMENT for an
+  // address or a plaintext TCP address kad refuses, FAILED_PRECONDITION for
+  // a path that is not a socket, UNAVAILABLE when it cannot listen.
+  static absl::StatusOr<std::unique_ptr<Daemon>> start(DeviceRegistry registry,
+                                                       DaemonOptions options);
+  ~Daemon();
+
+  Engine& engine() { return engine_; }
+  // Every address served, TCP ports resolved ("tcp://127.0.0.1:40123").
+  const std::vector<std::string>& uris() const { return uris_; }
+  // Shared-memory listeners started, one per UNIX socket (`<path>.shm`).
+  const std::vector<std::unique_ptr<ShmListener>>& shm_listeners() const { return shm_; }
+  // A channel to the service within this process (the `inproc:` transport).
+  std::shared_ptr<grpc::Channel> in_process_channel();
+
+  // SIGTERM's first half: health turns NOT_SERVING, new launches are refused
+  // and queued ones finish, at most `timeout` (false when launches still run).
+  bool drain(absl::Duration timeout);
+  // Stops serving: replies in flight get `grace`, then streams are cancelled;
+  // the shared-memory listeners end and the socket files go.
+  void shutdown(absl::Duration grace);
+  // The socket files only, for an exit that cannot wait for a clean shutdown.
+  void remove_socket_files();
+
+ private:
+  Daemon(DeviceRegistry registry, const DaemonOptions& options)
+      : engine_(std::move(registry), options.limits), service_(engine_) {}
+
+  Engine engine_;
+  KadService service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::vector<std::string> uris_;
+  std::vector<std::string> socket_files_;
+  std::vector<std::unique_ptr<ShmListener>> shm_;
+  bool shut_down_ = false;
+};
+
+}  // namespace kad::server
