@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
 #include "absl/strings/str_split.h"
 #include "core/ir_checks.h"
 #include "core/specialization.h"
@@ -59,6 +60,10 @@ absl::Status run_steps(const std::vector<std::vector<std::string>>& steps,
   for (const auto& step : steps) {
     absl::StatusOr<ToolRun> run = run_limited(step, limits, &sandbox);
     if (!run.ok()) return run.status();
+    // The client sees its own file names (`kernel.cl:3:30`), not the
+    // daemon's work folder.
+    for (const std::string& folder : sandbox.writable)
+      absl::StrReplaceAll({{folder + "/", ""}}, &run->output);
     // Every tool here reads the client's code: a crash is that input's
     // doing (or a tool's bug it found), and the client's to see.
     if (run->signal != 0) {

@@ -30,26 +30,27 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option(
       "--listen", listen,
       "unix:PATH or tcp://HOST:PORT; repeatable (default unix:" + default_socket_path() + ")");
-  app.add_option("--max-message-bytes", c.max_message_bytes, "largest gRPC message accepted");
-  app.add_option("--max-sessions", c.limits.max_sessions, "sessions served at once");
-  app.add_option("--session-memory-quota", c.limits.max_buffer_bytes_per_session,
+  app.add_option("--max-message-bytes", c.daemon.max_message_bytes,
+                 "largest gRPC message accepted");
+  app.add_option("--max-sessions", c.daemon.limits.max_sessions, "sessions served at once");
+  app.add_option("--session-memory-quota", c.daemon.limits.max_buffer_bytes_per_session,
                  "device memory one session may hold, in bytes");
-  app.add_option("--tls-cert", c.tls_cert, "PEM certificate: serve TCP with TLS");
-  app.add_option("--tls-key", c.tls_key, "PEM private key for --tls-cert");
-  app.add_flag("--allow-insecure-tcp", c.allow_insecure_tcp,
+  app.add_option("--tls-cert", c.daemon.tls_cert, "PEM certificate: serve TCP with TLS");
+  app.add_option("--tls-key", c.daemon.tls_key, "PEM private key for --tls-cert");
+  app.add_flag("--allow-insecure-tcp", c.daemon.allow_insecure_tcp,
                "allow plaintext TCP on addresses other than loopback");
   app.add_option("--ready-file", c.ready_file, "write the bound URIs here once serving");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error");
   bool no_shm = false;
   app.add_flag("--no-shared-memory", no_shm, "serve local clients over gRPC only");
-  app.add_option("--shm-stall-timeout-ms", c.shm_stall_timeout_ms,
+  app.add_option("--shm-stall-timeout-ms", c.daemon.shm.stall_timeout_ms,
                  "end a shared-memory channel whose client reads no completion this long");
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
                  "folder for lowered GPU code, kept across restarts; \"off\": memory only");
   app.add_option("--cache-max-bytes", c.cache_max_bytes,
                  "bound of --cache-dir; least recently used code goes first");
-  int64_t drain_timeout_s = absl::ToInt64Seconds(c.limits.finish_timeout);
+  int64_t drain_timeout_s = absl::ToInt64Seconds(c.daemon.limits.finish_timeout);
   app.add_option("--drain-timeout", drain_timeout_s,
                  "seconds kad waits for launches to end when it drains (SIGTERM), closes a "
                  "session or frees memory they use")
@@ -76,20 +77,21 @@ ParseOutcome parse_config(int argc, char** argv) {
       const toml::table file = toml::parse_file(config_file);
       if (const toml::array* uris = file["listen"].as_array()) {
         for (const auto& u : *uris)
-          if (auto s = u.value<std::string>()) c.listen.push_back(*s);
+          if (auto s = u.value<std::string>()) c.daemon.listen.push_back(*s);
       }
       auto set_u64 = [&](const char* key, uint64_t& field, const CLI::Option* flag) {
         if (flag && flag->count() > 0) return;  // the flag wins
         if (auto v = file[key].value<int64_t>(); v && *v >= 0) field = static_cast<uint64_t>(*v);
       };
-      set_u64("max_message_bytes", c.max_message_bytes, app.get_option("--max-message-bytes"));
-      set_u64("max_sessions", c.limits.max_sessions, app.get_option("--max-sessions"));
-      set_u64("session_memory_quota", c.limits.max_buffer_bytes_per_session,
+      set_u64("max_message_bytes", c.daemon.max_message_bytes,
+              app.get_option("--max-message-bytes"));
+      set_u64("max_sessions", c.daemon.limits.max_sessions, app.get_option("--max-sessions"));
+      set_u64("session_memory_quota", c.daemon.limits.max_buffer_bytes_per_session,
               app.get_option("--session-memory-quota"));
       if (app.get_option("--tls-cert")->count() == 0)
-        c.tls_cert = file["tls_cert"].value_or(c.tls_cert);
+        c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)
-        c.tls_key = file["tls_key"].value_or(c.tls_key);
+        c.daemon.tls_key = file["tls_key"].value_or(c.daemon.tls_key);
       if (app.get_option("--log-level")->count() == 0)
         c.log_level = file["log_level"].value_or(c.log_level);
       if (app.get_option("--cache-dir")->count() == 0) {
@@ -104,7 +106,8 @@ ParseOutcome parse_config(int argc, char** argv) {
       if (app.get_option("--cuda-prefer-blocks")->count() == 0)
         c.cuda_prefer_blocks = file["cuda_prefer_blocks"].value_or(c.cuda_prefer_blocks);
       if (app.get_option("--allow-insecure-tcp")->count() == 0)
-        c.allow_insecure_tcp = file["allow_insecure_tcp"].value_or(c.allow_insecure_tcp);
+        c.daemon.allow_insecure_tcp =
+            file["allow_insecure_tcp"].value_or(c.daemon.allow_insecure_tcp);
     } catch (const toml::parse_error& e) {
       out.exit = true;
       out.exit_code = 2;
@@ -113,11 +116,11 @@ ParseOutcome parse_config(int argc, char** argv) {
       return out;
     }
   }
-  if (no_shm) c.shared_memory = false;
-  c.limits.finish_timeout = absl::Seconds(drain_timeout_s);
+  if (no_shm) c.daemon.shared_memory = false;
+  c.daemon.limits.finish_timeout = absl::Seconds(drain_timeout_s);
   if (!cache_dir.empty()) c.cache_dir = cache_dir == "off" ? std::string() : cache_dir;
-  if (!listen.empty()) c.listen = listen;
-  if (c.listen.empty()) c.listen.push_back("unix:" + default_socket_path());
+  if (!listen.empty()) c.daemon.listen = listen;
+  if (c.daemon.listen.empty()) c.daemon.listen.push_back("unix:" + default_socket_path());
   return out;
 }
 

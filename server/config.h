@@ -7,23 +7,16 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "server/engine.h"
+#include "server/daemon.h"
 #include "server/listen_address.h"
 
 namespace kad::server {
 
 struct Config {
-  // unix:PATH or tcp://HOST:PORT (port 0 picks a free one). Repeatable.
-  std::vector<std::string> listen;
-  uint64_t max_message_bytes = (4 << 20) + (64 << 10);  // a 1 MiB chunk fits with room
-  EngineLimits limits;
-  std::string tls_cert, tls_key;    // PEM files: TCP with TLS
-  bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
-  std::string ready_file;           // written with the bound URIs once serving
+  DaemonOptions daemon;    // what server::Daemon serves, and how
+  std::string ready_file;  // written with the bound URIs once serving
   std::string log_level = "info";
-  bool shared_memory = true;             // offer shared-memory channels on UNIX sockets
-  int64_t shm_stall_timeout_ms = 10000;  // end a channel whose client reads no completion
-  bool cuda_prefer_blocks = false;       // CUDA tuning prefers more blocks to more threads
+  bool cuda_prefer_blocks = false;  // CUDA tuning prefers more blocks to more threads
   // Lowered GPU code on disk (DESIGN §5). Unset: KAD_CACHE_DIR, else
   // $XDG_CACHE_HOME/kad, else ~/.cache/kad; "off" keeps it in memory only.
   std::optional<std::string> cache_dir;

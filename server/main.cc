@@ -70,17 +70,8 @@ int serve(const Config& config) {
                  d.get() == registry.default_device() ? " [default]" : "");
   }
 
-  kad::server::DaemonOptions options;
-  options.listen = config.listen;
-  options.max_message_bytes = config.max_message_bytes;
-  options.limits = config.limits;
-  options.tls_cert = config.tls_cert;
-  options.tls_key = config.tls_key;
-  options.allow_insecure_tcp = config.allow_insecure_tcp;
-  options.shared_memory = config.shared_memory;
-  options.shm = {config.shm_stall_timeout_ms};
   absl::StatusOr<std::unique_ptr<kad::server::Daemon>> daemon =
-      kad::server::Daemon::start(std::move(registry), std::move(options));
+      kad::server::Daemon::start(std::move(registry), config.daemon);
   if (!daemon.ok()) {
     spdlog::error("{}", std::string(daemon.status().message()));
     return daemon.status().code() == absl::StatusCode::kUnavailable ? 1 : 2;
@@ -95,11 +86,11 @@ int serve(const Config& config) {
   sigwait(&stop, &signal);
   spdlog::info("{}: draining (in-flight launches finish, new ones are refused)",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
-  if (!(*daemon)->drain(config.limits.finish_timeout)) {
+  if (!(*daemon)->drain(config.daemon.limits.finish_timeout)) {
     // A kernel that never ends holds a driver thread no call can interrupt:
     // the process ends without it, within the drain timeout.
     spdlog::warn("launches still run after the drain timeout ({} s): exiting without them",
-                 absl::ToInt64Seconds(config.limits.finish_timeout));
+                 absl::ToInt64Seconds(config.daemon.limits.finish_timeout));
     (*daemon)->remove_socket_files();
     spdlog::shutdown();
     _exit(0);

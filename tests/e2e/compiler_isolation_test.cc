@@ -162,5 +162,33 @@ TEST_F(CompilerIsolation, AMacroBombFailsAtItsLimitsWhileAnotherSessionIsServed)
       << bomb_status;
 }
 
+// A large client source (50,000 lines, about 1 MB) is compiled within the
+// limits, out of the daemon, and computes what it says.
+TEST_F(CompilerIsolation, AFiftyThousandLineSourceCompilesWithinTheLimitsAndRuns) {
+  constexpr int kLines = 50000;
+  std::string source =
+      "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+      "  uint x = (uint)v;\n";
+  uint32_t expected = 5;
+  for (int i = 0; i < kLines; ++i) {
+    source += absl::StrCat("  x = x * 3u + ", i, "u;\n");
+    expected = expected * 3u + static_cast<uint32_t>(i);
+  }
+  source += "  if (kad_active()) out[kad_global_linear()] = (int)x;\n}\n";
+  auto c = connect(daemon().unix_uri(), "large");
+  auto q = c->create_queue();
+  auto b = c->allocate(16 * sizeof(int32_t));
+  auto m = c->load_module(source);
+  ASSERT_TRUE(q.ok() && b.ok() && m.ok()) << m.status();
+  auto k = c->get_kernel(*m, fill_spec());
+  ASSERT_TRUE(k.ok()) << k.status();
+  const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(5)};
+  auto launched = (*q)->launch(*k, client::Dims{16}, nullptr, args);
+  ASSERT_TRUE(launched.ok()) << launched.status();
+  std::vector<int32_t> got(16);
+  ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
+  EXPECT_EQ(got, std::vector<int32_t>(16, static_cast<int32_t>(expected)));
+}
+
 }  // namespace
 }  // namespace kad
