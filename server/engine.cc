@@ -486,7 +486,11 @@ bool Engine::drain(absl::Duration timeout) {
     absl::MutexLock lock(&s->mu);
     for (const auto& [h, q] : s->queues) queues.push_back(q);
   }
-  return finisher_.finish(std::move(queues), nullptr, timeout);
+  // Then what closed sessions left running: the process must not wait on
+  // it at exit either.
+  const absl::Time deadline = absl::Now() + timeout;
+  return finisher_.finish(std::move(queues), nullptr, timeout) &&
+         finisher_.wait_all(deadline - absl::Now());
 }
 
 }  // namespace kad::server

@@ -30,4 +30,16 @@ bool QueueFinisher::finish(std::vector<std::shared_ptr<SessionQueue>> queues,
   return done->WaitForNotificationWithTimeout(timeout);
 }
 
+bool QueueFinisher::wait_all(absl::Duration timeout) {
+  const absl::Time deadline = absl::Now() + timeout;
+  std::vector<std::shared_ptr<absl::Notification>> pending;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const Job& job : jobs_) pending.push_back(job.done);
+  }
+  for (const auto& done : pending)
+    if (!done->WaitForNotificationWithDeadline(deadline)) return false;
+  return true;
+}
+
 }  // namespace kad::server

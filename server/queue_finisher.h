@@ -32,6 +32,9 @@ class QueueFinisher {
   // if it holds the last reference). True when done within `timeout`.
   bool finish(std::vector<std::shared_ptr<SessionQueue>> queues, std::shared_ptr<void> keep,
               absl::Duration timeout);
+  // Waits for every finish started so far (a closed session's, say), at
+  // most `timeout`; true when none still runs.
+  bool wait_all(absl::Duration timeout);
 
  private:
   struct Job {

@@ -72,11 +72,30 @@ class CompilerIsolation : public testing::DaemonSuite {
     EXPECT_EQ(got, std::vector<int32_t>(16, 77));
   }
 
+  void SetUp() override { baseline_ = counters(); }
+
+  // What kactl status shows of the daemon's objects.
+  static std::vector<uint64_t> counters() {
+    auto observer = connect(daemon().tcp_uri(), "observer");
+    auto s = observer->status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return {};
+    return {s->sessions - 1, s->buffers, s->modules, s->kernels, s->queues};  // less the observer
+  }
+
   void TearDown() override {
     int status = 0;
     ASSERT_EQ(waitpid(daemon().pid(), &status, WNOHANG), 0) << "kad died:\n" << daemon().log();
     run_fresh_kernel(daemon().tcp_uri());
+    // Every session of the test has closed: the counters return to where they
+    // were (kad reclaims sessions asynchronously: allow it a moment).
+    std::vector<uint64_t> now;
+    for (int i = 0; i < 250 && (now = counters()) != baseline_; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(now, baseline_) << "sessions, buffers, modules, kernels, queues";
   }
+
+  std::vector<uint64_t> baseline_;
 };
 
 TEST_F(CompilerIsolation, NoSourceCanMakeTheCompilerReadAHostFile) {

@@ -50,7 +50,7 @@ Looper start_looping(const std::string& uri) {
   return l;
 }
 
-TEST(LoopingKernel, ClosingItsSessionReturnsWithinTheDrainTimeout) {
+TEST(LoopingKernel, ClosingItsSessionAndThenSigtermEndWithinTheDrainTimeout) {
   auto daemon = testing::Daemon::start({"--drain-timeout", "2"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto observer = Client::connect((*daemon)->tcp_uri(), "observer");
@@ -79,6 +79,12 @@ TEST(LoopingKernel, ClosingItsSessionReturnsWithinTheDrainTimeout) {
   auto next = Client::connect((*daemon)->unix_uri(), "next");
   ASSERT_TRUE(next.ok()) << next.status();
   EXPECT_TRUE((*next)->create_queue().ok());
+  // The closed session's kernel still runs: SIGTERM must not wait for it either.
+  next->reset();
+  const auto sent = Clock::now();
+  EXPECT_EQ((*daemon)->stop(SIGTERM), 0) << (*daemon)->log();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - sent).count(), 15);
+  observer->reset();
 }
 
 TEST(LoopingKernel, SigtermExitsWithinTheDrainTimeout) {
