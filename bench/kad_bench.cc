@@ -52,6 +52,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
 #include "backends/registry.h"
+#include "bench/client_runner.h"
 #include "bench/runner.h"
 #include "core/driver_scope.h"
 #include "core/kernel.h"
@@ -69,8 +70,11 @@
 
 namespace {
 
+using kad_bench::ClientRunner;
+using kad_bench::first_launch_work;
 using kad_bench::kRawPtxTarget;
 using kad_bench::raw_ptx;
+using kad_bench::requested_device_id;
 using kad_bench::Runner;
 using kad_bench::Shape;
 using kad_bench::Work;
@@ -82,14 +86,6 @@ bool g_full = false;
 kad::DeviceRegistry& registry() {
   static auto* r = new kad::DeviceRegistry(kad::discover_devices());
   return *r;
-}
-
-// KAD_BENCH_DEVICE, or "" for the registry's default device. Read without
-// discovering devices, so that client worker processes (whose start-up some
-// benchmarks time) do not pay for a discovery they never use.
-std::string requested_device_id() {
-  const char* id = std::getenv("KAD_BENCH_DEVICE");
-  return id == nullptr ? std::string() : std::string(absl::StripAsciiWhitespace(id));
 }
 
 // The device every mode runs on, resolved once by choose_device().
@@ -211,72 +207,10 @@ kad::testing::InProcessDaemon& daemon() {
   return *d;
 }
 
-class ClientRunner final : public Runner {
- public:
-  explicit ClientRunner(std::string mode) : mode_(std::move(mode)) {}
-  absl::Status setup(const Work& w) override { return setup_uri(daemon().uri(mode_), w); }
-  absl::Status setup_uri(const std::string& uri, const Work& w) {
-    auto c = kad::Client::connect(uri, "bench");
-    if (!c.ok()) return c.status();
-    client_ = *std::move(c);
-    // KAD_BENCH_DEVICE's device ("": the daemon's default, which is the
-    // registry's default device as in inproc/).
-    const std::string device = requested_device_id();
-    auto q = client_->create_queue(device);
-    if (!q.ok()) return q.status();
-    queue_ = *std::move(q);
-    auto m = client_->load_module(w.source(false));
-    if (!m.ok()) return m.status();
-    const auto t =
-        w.double_scalar() ? kad::client::ScalarType::kF64 : kad::client::ScalarType::kF32;
-    kad::client::KernelSpec spec{.entry = w.kernel};
-    for (char c : w.layout()) {
-      spec.args.push_back(c == 'B'   ? kad::client::ArgSpec::buffer()
-                          : c == 'C' ? kad::client::ArgSpec::const_buffer()
-                                     : kad::client::ArgSpec::scalar_of(t));
-    }
-    for (int64_t e : w.shape.ndrange) range_.v[range_.rank++] = e;
-    for (int64_t e : w.shape.workgroup) workgroup_.v[workgroup_.rank++] = e;
-    if (w.shape.static_ndrange) spec.static_ndrange = range_;
-    if (w.shape.static_workgroup) spec.static_workgroup = workgroup_;
-    auto k = client_->get_kernel(*m, spec);
-    if (!k.ok()) return k.status();
-    kernel_ = *k;
-    for (char c : w.layout()) {
-      if (c == 'S') {
-        args_.push_back(t == kad::client::ScalarType::kF64 ? kad::client::Arg::scalar(2.0)
-                                                           : kad::client::Arg::scalar(2.0f));
-        continue;
-      }
-      auto b = client_->allocate(static_cast<uint64_t>(w.items()) * w.element_bytes(), device);
-      if (!b.ok()) return b.status();
-      args_.push_back(kad::client::Arg::buffer(*b));
-    }
-    static_ndrange_ = w.shape.static_ndrange;
-    give_workgroup_ = w.shape.give_workgroup;
-    return absl::OkStatus();
-  }
-  absl::Status launch() override {
-    return queue_->submit(kernel_, static_ndrange_ ? nullptr : &range_,
-                          give_workgroup_ ? &workgroup_ : nullptr, args_);
-  }
-  absl::Status wait() override { return queue_->wait(); }
-  absl::Status ping() override { return queue_->ping(); }
-
- private:
-  std::string mode_;
-  std::unique_ptr<kad::Client> client_;
-  std::unique_ptr<kad::client::Queue> queue_;
-  kad::client::Kernel kernel_;
-  std::vector<kad::client::Arg> args_;
-  kad::client::Dims range_, workgroup_;
-  bool static_ndrange_ = false, give_workgroup_ = false;
-};
-
 std::unique_ptr<Runner> runner_for(const std::string& mode) {
   if (mode == "raw") return raw_runner();
   if (mode == "inproc") return std::make_unique<InprocRunner>();
-  return std::make_unique<ClientRunner>(mode);
+  return std::make_unique<ClientRunner>(daemon().uri(mode));
 }
 
 const std::vector<std::string> kModes = {"raw", "inproc", "shm", "grpc-unix", "grpc-tcp"};
@@ -468,14 +402,12 @@ double seconds_since(Clock::time_point t) {
 // inherit the parent's environment (spawn() execs with it), KAD_BENCH_DEVICE
 // included, so they launch on the parent's device.
 int worker(int argc, char** argv) {
-  if ((std::string(argv[2]) == "latency" && argc < 6) ||
-      (std::string(argv[2]) == "first-launch" && argc < 4))
-    return 2;
+  if (std::string(argv[2]) == "latency" && argc < 6) return 2;
   const std::string mode = argv[2];
   if (mode ==
       "standalone") {  // a fresh process that sets up the device and compiles the kernel itself
     InprocRunner r;
-    Work w{"scale", "float", {{64}, {}, false, false, false}};
+    const Work w = first_launch_work();
     absl::Status s = choose_device();
     if (s.ok()) s = r.setup(w);
     if (s.ok()) s = r.launch();
@@ -484,11 +416,8 @@ int worker(int argc, char** argv) {
     return s.ok() ? 0 : 1;
   }
   const std::string uri = argv[3];
-  ClientRunner r(uri.find("?transport=grpc") != std::string::npos ? "grpc-unix" : "shm");
-  Work w{"scale", "float", {{64}, {}, false, false, false}};
-  // The worker's uri comes from the parent's in-process daemon; reuse its naming.
-  if (!r.setup_uri(uri, w).ok()) return 1;
-  if (mode == "first-launch") return r.launch().ok() && r.wait().ok() ? 0 : 1;
+  ClientRunner r(uri);
+  if (!r.setup(first_launch_work()).ok()) return 1;
   if (mode == "latency") {  // N synchronous launches, each timed; written to OUT
     const int n = std::atoi(argv[4]);
     std::vector<double> us;
@@ -533,9 +462,10 @@ void register_processes() {
         (mode + "/time_to_load/new client's connect and first launch of a cached kernel").c_str(),
         [mode](benchmark::State& s) {
           const std::string uri = daemon().uri(mode);
-          time_process({g_self, "--worker", "first-launch", uri});  // compiles once, in kad
+          // A client process links libkad_client alone, as a user's program does.
+          time_process({KAD_BENCH_CLIENT_PATH, uri});  // compiles once, in kad
           for (auto _ : s) {
-            const double t = time_process({g_self, "--worker", "first-launch", uri});
+            const double t = time_process({KAD_BENCH_CLIENT_PATH, uri});
             if (t < 0) return s.SkipWithError("worker failed");
             s.SetIterationTime(t);
           }
