@@ -1,0 +1,115 @@
+// KernelCache under concurrent requests (DESIGN §8): a compile holds no lock
+// another key needs, and requests for a key being compiled wait for that one
+// compile and share it. The compiles here are gates the test opens, so each
+// order is forced rather than hoped for; the cache's own behaviour with real
+// kernels is tested on PoCL (tests/opencl/kernel_cache_test.cc).
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "core/kernel_cache.h"
+#include "gtest/gtest.h"
+
+namespace kad {
+namespace {
+
+// What a backend returns, as far as the cache is concerned: an object it owns.
+class CompiledStandIn final : public CompiledKernel {
+ public:
+  const KernelLimits& limits() const override { return limits_; }
+  uint64_t launch_configuration(uint64_t, uint64_t) const override { return 1; }
+
+ private:
+  KernelLimits limits_;
+};
+
+SpecializationKey key_of(const std::string& entry) {
+  SpecializationKey key;
+  key.module_digest = "0123";
+  key.entry = entry;
+  key.device_id = "test:0";
+  return key;
+}
+
+TEST(KernelCacheConcurrency, ASlowCompileDoesNotDelayAnotherKey) {
+  KernelCache cache;
+  absl::Notification slow_started, release_slow;
+  std::thread slow([&] {
+    auto r = cache.get_or_compile(key_of("slow"),
+                                  [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+                                    slow_started.Notify();
+                                    release_slow.WaitForNotification();
+                                    return std::make_unique<CompiledStandIn>();
+                                  });
+    EXPECT_TRUE(r.ok());
+  });
+  slow_started.WaitForNotification();
+  // While "slow" compiles, another key compiles and the stats answer.
+  auto fast =
+      cache.get_or_compile(key_of("fast"), []() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+        return std::make_unique<CompiledStandIn>();
+      });
+  EXPECT_TRUE(fast.ok());
+  EXPECT_EQ(cache.stats().compilations, 1u);
+  EXPECT_FALSE(release_slow.HasBeenNotified());
+  release_slow.Notify();
+  slow.join();
+  EXPECT_EQ(cache.stats().compilations, 2u);
+}
+
+TEST(KernelCacheConcurrency, RequestsForAKeyBeingCompiledWaitForThatOneCompile) {
+  KernelCache cache;
+  std::atomic<int> compiles{0};
+  absl::Notification started, release;
+  auto compile = [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+    compiles.fetch_add(1);
+    started.Notify();
+    release.WaitForNotification();
+    return std::make_unique<CompiledStandIn>();
+  };
+  std::vector<CompiledKernel*> got(8, nullptr);
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] { got[0] = *cache.get_or_compile(key_of("k"), compile); });
+  started.WaitForNotification();
+  for (size_t i = 1; i < got.size(); ++i)
+    threads.emplace_back([&, i] { got[i] = *cache.get_or_compile(key_of("k"), compile); });
+  // Let the waiters reach the cache; none may start a compile of its own.
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  release.Notify();
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(compiles.load(), 1);
+  for (CompiledKernel* k : got) EXPECT_EQ(k, got[0]);
+  EXPECT_EQ(cache.stats().compilations, 1u);
+  EXPECT_EQ(cache.stats().entries, 1u);
+}
+
+TEST(KernelCacheConcurrency, WaitersOfAFailedCompileGetItsErrorAndItIsRemembered) {
+  KernelCache cache;
+  std::atomic<int> compiles{0};
+  absl::Notification started, release;
+  auto failing = [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+    compiles.fetch_add(1);
+    started.Notify();
+    release.WaitForNotification();
+    return absl::InvalidArgumentError("kernel `k`: 1 error generated");
+  };
+  absl::Status first, second;
+  std::thread a([&] { first = cache.get_or_compile(key_of("k"), failing).status(); });
+  started.WaitForNotification();
+  std::thread b([&] { second = cache.get_or_compile(key_of("k"), failing).status(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  release.Notify();
+  a.join();
+  b.join();
+  EXPECT_EQ(first.message(), "kernel `k`: 1 error generated");
+  EXPECT_EQ(second, first);
+  // Remembered: a later request is answered without compiling.
+  EXPECT_EQ(cache.get_or_compile(key_of("k"), failing).status(), first);
+  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_EQ(cache.find(key_of("k")).status(), first);
+}
+
+}  // namespace
+}  // namespace kad
