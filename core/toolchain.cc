@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -99,10 +100,13 @@ absl::string_view code_target_name(CodeTarget target) {
 
 absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
                                     const ToolchainLimits& limits, const ToolSandbox* sandbox) {
-  absl::StatusOr<PreparedSandbox> walls =
-      PreparedSandbox::prepare(sandbox ? *sandbox : ToolSandbox{});
-  if (!walls.ok()) return walls.status();
-  const bool confined = sandbox != nullptr && walls->confines();
+  std::optional<PreparedSandbox> walls;
+  if (sandbox != nullptr) {
+    absl::StatusOr<PreparedSandbox> prepared = PreparedSandbox::prepare(*sandbox);
+    if (!prepared.ok()) return prepared.status();
+    walls.emplace(*std::move(prepared));
+  }
+  const bool confined = walls && walls->confines();
   // Prepared before fork: the child may only make system calls.
   std::vector<char*> args;
   for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));

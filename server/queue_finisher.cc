@@ -9,6 +9,7 @@ QueueFinisher::~QueueFinisher() {
 
 bool QueueFinisher::finish(std::vector<std::shared_ptr<SessionQueue>> queues,
                            std::shared_ptr<void> keep, absl::Duration timeout) {
+  if (queues.empty()) return true;  // nothing can still use what `keep` holds: it goes here
   auto done = std::make_shared<absl::Notification>();
   {
     absl::MutexLock lock(&mu_);
