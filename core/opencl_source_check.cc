@@ -1,6 +1,7 @@
 #include "core/opencl_source_check.h"
 
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/ascii.h"
@@ -17,18 +18,24 @@ bool is_identifier_char(char c) {
   return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_';
 }
 
-// The source after translation phase 2 (line splices removed), with the
-// original line of every character, so that errors point at the client's line.
+// The source after translation phase 2 (line splices removed). Where each
+// splice was is kept, so that an error can name the client's own line
+// (computed only then: nothing per character).
 struct Spliced {
   std::string text;
-  std::vector<int> line;
+  std::vector<size_t> splices;  // offsets in `text` where a newline was spliced away
+
+  int line_of(size_t offset) const {
+    int line = 1;
+    for (size_t i = 0; i < offset && i < text.size(); ++i) line += text[i] == '\n';
+    for (size_t s : splices) line += s <= offset;
+    return line;
+  }
 };
 
 Spliced splice(absl::string_view source) {
   Spliced out;
   out.text.reserve(source.size());
-  out.line.reserve(source.size());
-  int line = 1;
   for (size_t i = 0; i < source.size(); ++i) {
     const char c = source[i];
     if (c == '\\') {
@@ -36,14 +43,12 @@ Spliced splice(absl::string_view source) {
       while (j < source.size() && (source[j] == ' ' || source[j] == '\t')) ++j;  // clang allows it
       if (j < source.size() && source[j] == '\r') ++j;
       if (j < source.size() && source[j] == '\n') {
-        ++line;
+        out.splices.push_back(out.text.size());
         i = j;
         continue;
       }
     }
     out.text.push_back(c);
-    out.line.push_back(line);
-    if (c == '\n') ++line;
   }
   return out;
 }
@@ -116,12 +121,12 @@ absl::Status check_opencl_source(absl::string_view source) {
     }
     const bool hash = c == '#' || (c == '%' && i + 1 < t.size() && t[i + 1] == ':');
     if (hash && line_start) {
-      const int line = s.line[i];
+      const size_t at = i;  // its line is counted only for a refusal
       size_t k = skip_blanks(i + (c == '#' ? 1 : 2));
       const absl::string_view directive = identifier_at(k);
       if (directive == "include" || directive == "include_next" || directive == "import" ||
           directive == "embed") {
-        return refuse(line, absl::StrFormat("`#%s`", directive));
+        return refuse(s.line_of(at), absl::StrFormat("`#%s`", directive));
       }
       if (directive == "pragma") {
         k = skip_blanks(k + directive.size());
@@ -129,8 +134,8 @@ absl::Status check_opencl_source(absl::string_view source) {
         k = skip_blanks(k + first.size());
         const absl::string_view second = identifier_at(k);
         if (!allowed_pragma(first, second)) {
-          return refuse(
-              line, absl::StrFormat("`#pragma %s%s%s`", first, second.empty() ? "" : " ", second));
+          return refuse(s.line_of(at), absl::StrFormat("`#pragma %s%s%s`", first,
+                                                       second.empty() ? "" : " ", second));
         }
       }
       line_start = false;
@@ -148,7 +153,7 @@ absl::Status check_opencl_source(absl::string_view source) {
       const absl::string_view name = identifier_at(i);
       if (name == "__has_include" || name == "__has_include_next" || name == "__has_embed" ||
           name == "_Pragma" || name == "__pragma") {
-        return refuse(s.line[i], absl::StrFormat("`%s`", name));
+        return refuse(s.line_of(i), absl::StrFormat("`%s`", name));
       }
       i += name.size();
       continue;

@@ -4,6 +4,7 @@
 // order is forced rather than hoped for; the cache's own behaviour with real
 // kernels is tested on PoCL (tests/opencl/kernel_cache_test.cc).
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <thread>
 #include <vector>
@@ -33,6 +34,22 @@ SpecializationKey key_of(const std::string& entry) {
   return key;
 }
 
+// A compile that starts, then waits for the test to open it, and ends with
+// `result`'s outcome: a stand-in, or the error given.
+struct GatedCompile {
+  absl::Status result;  // OK: the compile succeeds
+  std::atomic<int> runs{0};
+  absl::Notification started, release;
+
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> operator()() {
+    runs.fetch_add(1);
+    if (!started.HasBeenNotified()) started.Notify();
+    release.WaitForNotification();
+    if (!result.ok()) return result;
+    return std::make_unique<CompiledStandIn>();
+  }
+};
+
 TEST(KernelCacheConcurrency, ASlowCompileDoesNotDelayAnotherKey) {
   KernelCache cache;
   absl::Notification slow_started, release_slow;
@@ -61,25 +78,18 @@ TEST(KernelCacheConcurrency, ASlowCompileDoesNotDelayAnotherKey) {
 
 TEST(KernelCacheConcurrency, RequestsForAKeyBeingCompiledWaitForThatOneCompile) {
   KernelCache cache;
-  std::atomic<int> compiles{0};
-  absl::Notification started, release;
-  auto compile = [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
-    compiles.fetch_add(1);
-    started.Notify();
-    release.WaitForNotification();
-    return std::make_unique<CompiledStandIn>();
-  };
+  GatedCompile compile;
+  auto request = [&] { return *cache.get_or_compile(key_of("k"), std::ref(compile)); };
   std::vector<CompiledKernel*> got(8, nullptr);
   std::vector<std::thread> threads;
-  threads.emplace_back([&] { got[0] = *cache.get_or_compile(key_of("k"), compile); });
-  started.WaitForNotification();
-  for (size_t i = 1; i < got.size(); ++i)
-    threads.emplace_back([&, i] { got[i] = *cache.get_or_compile(key_of("k"), compile); });
+  threads.emplace_back([&] { got[0] = request(); });
+  compile.started.WaitForNotification();
+  for (size_t i = 1; i < got.size(); ++i) threads.emplace_back([&, i] { got[i] = request(); });
   // Let the waiters reach the cache; none may start a compile of its own.
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  release.Notify();
+  compile.release.Notify();
   for (auto& t : threads) t.join();
-  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_EQ(compile.runs.load(), 1);
   for (CompiledKernel* k : got) EXPECT_EQ(k, got[0]);
   EXPECT_EQ(cache.stats().compilations, 1u);
   EXPECT_EQ(cache.stats().entries, 1u);
@@ -87,27 +97,22 @@ TEST(KernelCacheConcurrency, RequestsForAKeyBeingCompiledWaitForThatOneCompile) 
 
 TEST(KernelCacheConcurrency, WaitersOfAFailedCompileGetItsErrorAndItIsRemembered) {
   KernelCache cache;
-  std::atomic<int> compiles{0};
-  absl::Notification started, release;
-  auto failing = [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
-    compiles.fetch_add(1);
-    started.Notify();
-    release.WaitForNotification();
-    return absl::InvalidArgumentError("kernel `k`: 1 error generated");
-  };
+  GatedCompile failing;
+  failing.result = absl::InvalidArgumentError("kernel `k`: 1 error generated");
+  auto request = [&] { return cache.get_or_compile(key_of("k"), std::ref(failing)).status(); };
   absl::Status first, second;
-  std::thread a([&] { first = cache.get_or_compile(key_of("k"), failing).status(); });
-  started.WaitForNotification();
-  std::thread b([&] { second = cache.get_or_compile(key_of("k"), failing).status(); });
+  std::thread a([&] { first = request(); });
+  failing.started.WaitForNotification();
+  std::thread b([&] { second = request(); });
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  release.Notify();
+  failing.release.Notify();
   a.join();
   b.join();
   EXPECT_EQ(first.message(), "kernel `k`: 1 error generated");
   EXPECT_EQ(second, first);
   // Remembered: a later request is answered without compiling.
-  EXPECT_EQ(cache.get_or_compile(key_of("k"), failing).status(), first);
-  EXPECT_EQ(compiles.load(), 1);
+  EXPECT_EQ(request(), first);
+  EXPECT_EQ(failing.runs.load(), 1);
   EXPECT_EQ(cache.find(key_of("k")).status(), first);
 }
 

@@ -66,6 +66,11 @@ TEST(OpenClSourceCheck, EveryDirectiveThatReadsAFileIsRefusedHoweverSpelled) {
   for (const char* s : sources) EXPECT_FALSE(check_opencl_source(s).ok()) << s;
 }
 
+TEST(OpenClSourceCheck, TheLineNamedIsTheClientsOwnAcrossSplices) {
+  EXPECT_THAT(refusal("#define LONG a \\\n  b \\\n  c\nint x;\n#include <x.h>\n"),
+              HasSubstr("line 5: `#include`"));
+}
+
 TEST(OpenClSourceCheck, ARefusedPragmaIsNamed) {
   EXPECT_THAT(refusal("#pragma GCC dependency \"/etc/passwd\"\n"),
               HasSubstr("`#pragma GCC dependency`"));

@@ -34,10 +34,6 @@ constexpr char kMixed[] =
     "kernel void mixk(KAD_CONTEXT, global long* out, ulong a, short b, uchar c, double d) {\n"
     "  if (kad_active()) out[kad_global_linear()] = (long)a + b + c + (long)d;\n}\n";
 
-constexpr char kFill[] =
-    "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-    "  if (kad_active()) out[kad_global_linear()] = v;\n}\n";
-
 v1::ArgSpec arg(v1::ArgKind kind, v1::ScalarType scalar = v1::SCALAR_TYPE_UNSPECIFIED) {
   v1::ArgSpec a;
   a.set_kind(kind);
@@ -73,25 +69,7 @@ class AuditRegressions : public testing::DaemonSuite,
   void TearDown() override {
     int status = 0;
     ASSERT_EQ(waitpid(daemon().pid(), &status, WNOHANG), 0) << "kad died:\n" << daemon().log();
-    auto bystander = connect(other_uri(), "bystander");
-    ASSERT_NE(bystander, nullptr);
-    auto q = bystander->create_queue();
-    auto b = bystander->allocate(16 * sizeof(int32_t));
-    auto m = bystander->load_module(kFill);
-    ASSERT_TRUE(q.ok() && b.ok() && m.ok());
-    auto k = bystander->get_kernel(
-        *m, {"fill",
-             {},
-             {},
-             {},
-             {client::ArgSpec::buffer(), client::ArgSpec::scalar_of(client::ScalarType::kI32)},
-             ""});
-    ASSERT_TRUE(k.ok()) << k.status();
-    const client::Arg args[] = {client::Arg::buffer(*b), client::Arg::scalar<int32_t>(77)};
-    ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
-    std::vector<int32_t> got(16);
-    ASSERT_TRUE((*q)->read(*b, 0, testing::bytes_of(got)).ok());
-    EXPECT_EQ(got, std::vector<int32_t>(16, 77));
+    testing::expect_bystander_served(other_uri());
   }
 
   // The usual objects of a session, checked to exist.
@@ -281,7 +259,7 @@ TEST_P(AuditRegressions, AWrongSignatureIsRefusedAtTheFirstLaunchWhenNothingComp
 TEST_P(AuditRegressions, ALaunchBeyondTheDevicesGroupsInOneLaunchIsRefusedNamingTheLimit) {
   WireSession s(uri(), "groups");
   const uint64_t q = queue(s), out = buffer(s, 64);
-  const uint64_t m = module(s, kFill);
+  const uint64_t m = module(s, testing::kFillSource);
   uint64_t k = 0;
   ASSERT_TRUE(kernel(s, m, "fill",
                      {arg(v1::ARG_KIND_BUFFER), arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)}, &k)
@@ -300,7 +278,7 @@ TEST_P(AuditRegressions, ALaunchBeyondTheDevicesGroupsInOneLaunchIsRefusedNaming
 // may reach a compiler.
 TEST_P(AuditRegressions, MalformedOrForbiddenBuildOptionsAreRefusedAtGetKernel) {
   WireSession s(uri(), "options");
-  const uint64_t m = module(s, kFill);
+  const uint64_t m = module(s, testing::kFillSource);
   const std::vector<v1::ArgSpec> args = {arg(v1::ARG_KIND_BUFFER),
                                          arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)};
   const std::vector<std::pair<std::string, std::string>> cases = {
@@ -370,7 +348,7 @@ class IrMutation {
 
 TEST_P(AuditRegressions, IrModulesWithKernelMetadataDriversCannotReadAreRefusedAtLoadModule) {
   absl::StatusOr<std::string> bitcode =
-      testing::build_linked_ir(kFill, ModuleFormat::kLlvmBitcodeSpir64);
+      testing::build_linked_ir(testing::kFillSource, ModuleFormat::kLlvmBitcodeSpir64);
   ASSERT_TRUE(bitcode.ok()) << bitcode.status();
   WireSession s(uri(), "ir");
   IrMutation mutation;
@@ -412,7 +390,7 @@ TEST_P(AuditRegressions, IrModulesWithKernelMetadataDriversCannotReadAreRefusedA
 
 TEST_P(AuditRegressions, IrModulesWithFlippedBitsNeverTakeTheDaemonDown) {
   absl::StatusOr<std::string> bitcode =
-      testing::build_linked_ir(kFill, ModuleFormat::kLlvmBitcodeSpir64);
+      testing::build_linked_ir(testing::kFillSource, ModuleFormat::kLlvmBitcodeSpir64);
   ASSERT_TRUE(bitcode.ok()) << bitcode.status();
   WireSession s(uri(), "flips");
   const uint64_t q = queue(s), out = buffer(s, 64);
@@ -447,7 +425,8 @@ TEST_P(AuditRegressions, IrModulesWithFlippedBitsNeverTakeTheDaemonDown) {
 // passed for a pointer made PoCL dereference the client's bits.
 TEST_P(AuditRegressions, AnIrKernelsSignatureIsCheckedAgainstItsParameterKinds) {
   absl::StatusOr<std::string> bitcode = testing::build_linked_ir(
-      std::string(kFill) + "// " + GetParam() + " IR kinds\n", ModuleFormat::kLlvmBitcodeSpir64);
+      std::string(testing::kFillSource) + "// " + GetParam() + " IR kinds\n",
+      ModuleFormat::kLlvmBitcodeSpir64);
   ASSERT_TRUE(bitcode.ok()) << bitcode.status();
   WireSession s(uri(), "ir-kinds");
   const uint64_t q = queue(s), out = buffer(s, 64);
@@ -496,7 +475,7 @@ TEST_P(AuditRegressions, AWorkgroupOverTheMaximumIsReportedAsTheClientGaveIt) {
   WireSession s(uri(), "workgroup");
   const uint64_t q = queue(s), out = buffer(s, 64);
   uint64_t k = 0;
-  ASSERT_TRUE(kernel(s, module(s, kFill), "fill",
+  ASSERT_TRUE(kernel(s, module(s, testing::kFillSource), "fill",
                      {arg(v1::ARG_KIND_BUFFER), arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)}, &k)
                   .ok());
   WireSession::Stream stream(s);
@@ -525,7 +504,8 @@ TEST_P(AuditRegressions, ASubmitStreamEndsWhenItsSessionCloses) {
 }
 
 TEST_P(AuditRegressions, ASpirvModuleThatCrashesItsTranslatorIsTheClientsError) {
-  absl::StatusOr<std::string> spirv = testing::build_linked_ir(kFill, ModuleFormat::kSpirv);
+  absl::StatusOr<std::string> spirv =
+      testing::build_linked_ir(testing::kFillSource, ModuleFormat::kSpirv);
   ASSERT_TRUE(spirv.ok()) << spirv.status();
   // The first instruction (an OpCapability) gets an opcode llvm-spirv 15 does
   // not implement: it asserts, and dies on SIGABRT — or, confined to its
@@ -546,7 +526,7 @@ TEST_P(AuditRegressions, AnEmptyNdrangeIsCheckedLikeAnyLaunchThenCompletesAtOnce
   WireSession s(uri(), "empty");
   const uint64_t q = queue(s), out = buffer(s, 64);
   uint64_t k = 0;
-  ASSERT_TRUE(kernel(s, module(s, kFill), "fill",
+  ASSERT_TRUE(kernel(s, module(s, testing::kFillSource), "fill",
                      {arg(v1::ARG_KIND_BUFFER), arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)}, &k)
                   .ok());
   const std::vector<v1::KernelArg> args = {buffer_arg(out), scalar_arg(v1::SCALAR_TYPE_I32, 1)};
@@ -565,7 +545,7 @@ TEST_P(AuditRegressions, AnEmptyNdrangeIsCheckedLikeAnyLaunchThenCompletesAtOnce
 
 TEST_P(AuditRegressions, AScalarTypeOnAnArgumentThatIsNoScalarIsRefused) {
   WireSession s(uri(), "arg-kinds");
-  const uint64_t m = module(s, kFill);
+  const uint64_t m = module(s, testing::kFillSource);
   uint64_t k = 0;
   EXPECT_STATUS(
       kernel(s, m, "fill", {arg(v1::ARG_KIND_LOCAL, static_cast<v1::ScalarType>(99))}, &k),

@@ -46,27 +46,7 @@ class BadInput : public testing::DaemonSuite {
   // The daemon still serves everyone else: a bystander's verified launch.
   void TearDown() override {
     session_->close();
-    auto bystander = connect(daemon().tcp_uri(), "bystander");
-    ASSERT_NE(bystander, nullptr);
-    auto q = bystander->create_queue();
-    auto b = bystander->allocate(16 * sizeof(int32_t));
-    auto m = bystander->load_module(
-        "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-        "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
-    ASSERT_TRUE(q.ok() && b.ok() && m.ok());
-    auto k = bystander->get_kernel(
-        *m, {"fill",
-             {},
-             {},
-             {},
-             {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)},
-             ""});
-    ASSERT_TRUE(k.ok()) << k.status();
-    const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(77)};
-    ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
-    std::vector<int32_t> got(16);
-    ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
-    EXPECT_EQ(got, std::vector<int32_t>(16, 77));
+    testing::expect_bystander_served(daemon().tcp_uri());
   }
 
   void attach(grpc::ClientContext& c) { session_->prepare(c); }

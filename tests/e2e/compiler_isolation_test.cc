@@ -25,10 +25,6 @@ using testing::bytes_of;
 using ::testing::HasSubstr;
 using ::testing::Not;
 
-constexpr char kFill[] =
-    "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-    "  if (kad_active()) out[kad_global_linear()] = v;\n}\n";
-
 client::KernelSpec fill_spec(std::string build_options = "") {
   return {.entry = "fill",
           .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)},
@@ -54,22 +50,11 @@ class CompilerIsolation : public testing::DaemonSuite {
   static void run_fresh_kernel(const std::string& uri) {
     static std::atomic<int> serial{0};
     const int value = getpid() * 100 + serial.fetch_add(1);
-    auto c = connect(uri, "bystander");
-    ASSERT_NE(c, nullptr);
-    auto q = c->create_queue();
-    auto b = c->allocate(16 * sizeof(int32_t));
-    auto m =
-        c->load_module(absl::StrCat("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-                                    "  if (kad_active()) out[kad_global_linear()] = v + ",
-                                    value, " - ", value, ";\n}\n"));
-    ASSERT_TRUE(q.ok() && b.ok() && m.ok());
-    auto k = c->get_kernel(*m, fill_spec());
-    ASSERT_TRUE(k.ok()) << k.status();
-    const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(77)};
-    ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
-    std::vector<int32_t> got(16);
-    ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
-    EXPECT_EQ(got, std::vector<int32_t>(16, 77));
+    testing::expect_bystander_served(
+        uri, 77,
+        absl::StrCat("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+                     "  if (kad_active()) out[kad_global_linear()] = v + ",
+                     value, " - ", value, ";\n}\n"));
   }
 
   void SetUp() override { baseline_ = counters(); }
@@ -111,7 +96,7 @@ TEST_F(CompilerIsolation, NoSourceCanMakeTheCompilerReadAHostFile) {
       "#inc\\\nlude \"/etc/passwd\"\n",
   };
   for (const char* source : sources) {
-    auto m = c->load_module(std::string(source) + kFill);
+    auto m = c->load_module(std::string(source) + testing::kFillSource);
     ASSERT_FALSE(m.ok()) << source;
     const std::string message(m.status().message());
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << message;
@@ -122,7 +107,7 @@ TEST_F(CompilerIsolation, NoSourceCanMakeTheCompilerReadAHostFile) {
 
 TEST_F(CompilerIsolation, EveryBuildOptionThatCouldReachAFileIsRefusedByName) {
   auto c = connect(daemon().unix_uri(), "options");
-  auto m = c->load_module(kFill);
+  auto m = c->load_module(testing::kFillSource);
   ASSERT_TRUE(m.ok()) << m.status();
   const char* options[] = {"-I/etc",         "-I /etc",          "@/etc/passwd",
                            "-Xclang -load",  "-MF /tmp/kad-mf",  "-o /tmp/kad-out",

@@ -43,4 +43,36 @@ std::span<std::byte> bytes_of(std::vector<T>& v) {
   return std::as_writable_bytes(std::span<T>(v));
 }
 
+// The kernel a bystander runs: fill(KAD_CONTEXT, global int* out, int v).
+inline constexpr char kFillSource[] =
+    "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+    "  if (kad_active()) out[kad_global_linear()] = v;\n}\n";
+
+// What every robustness test runs after its hostile client: a bystander's
+// session on `uri` loads `source` (a `fill` as kFillSource declares it),
+// fills 16 ints with `value` and reads them back. `shared_memory`: its queue
+// must be a shared-memory channel.
+inline void expect_bystander_served(const std::string& uri, int32_t value = 77,
+                                    const std::string& source = kFillSource,
+                                    bool shared_memory = false) {
+  auto c = Client::connect(uri, "bystander");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto q = (*c)->create_queue();
+  auto b = (*c)->allocate(16 * sizeof(int32_t));
+  auto m = (*c)->load_module(source);
+  ASSERT_TRUE(q.ok() && b.ok() && m.ok()) << m.status();
+  auto k = (*c)->get_kernel(*m, {.entry = "fill",
+                                 .args = {client::ArgSpec::buffer(),
+                                          client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  if (shared_memory) {
+    ASSERT_TRUE((*q)->shared_memory());
+  }
+  const client::Arg args[] = {client::Arg::buffer(*b), client::Arg::scalar<int32_t>(value)};
+  ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
+  std::vector<int32_t> got(16);
+  ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
+  EXPECT_EQ(got, std::vector<int32_t>(16, value));
+}
+
 }  // namespace kad::testing

@@ -144,23 +144,7 @@ class ShmRobustness : public testing::DaemonSuite {
     buffer_ = *b;
   }
   void TearDown() override {
-    auto bystander = connect(daemon().unix_uri(), "bystander");
-    ASSERT_NE(bystander, nullptr);
-    auto q = bystander->create_queue();
-    auto b = bystander->allocate(16 * sizeof(int32_t));
-    auto m = bystander->load_module(
-        "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
-        "  if (kad_active()) out[kad_global_linear()] = v;\n}\n");
-    auto k = bystander->get_kernel(
-        *m, {.entry = "fill",
-             .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
-    ASSERT_TRUE(q.ok() && b.ok() && k.ok());
-    ASSERT_TRUE((*q)->shared_memory());
-    const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(9)};
-    ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
-    std::vector<int32_t> got(16);
-    ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
-    EXPECT_EQ(got, std::vector<int32_t>(16, 9));
+    testing::expect_bystander_served(daemon().unix_uri(), 9, testing::kFillSource, true);
   }
   std::string shm_path() { return daemon().unix_uri().substr(5) + ".shm"; }
   void fill_launch(SubmitRecord& r) {
