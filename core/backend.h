@@ -47,6 +47,15 @@ struct DeviceInfo {
   std::vector<ModuleFormat> formats;  // what the device consumes
 };
 
+// Host memory that a device may compute on directly: mapped at `data` in
+// this process, and backed by the file `fd` (a memfd) when the memory must
+// also reach another process (a worker, DESIGN §8); -1 otherwise.
+struct HostMemoryRef {
+  void* data = nullptr;
+  uint64_t bytes = 0;
+  int fd = -1;
+};
+
 // Device memory. Owned by whoever allocated it; freed when destroyed.
 class Buffer {
  public:
@@ -118,9 +127,8 @@ class Device {
   virtual absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) = 0;
   // A buffer over host memory the caller owns and keeps mapped until the
   // buffer is destroyed and no command uses it. Host-visible devices only.
-  virtual absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(void* host, uint64_t bytes) {
+  virtual absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) {
     (void)host;
-    (void)bytes;
     return absl::UnimplementedError(info().id + " cannot use host memory as device memory");
   }
   virtual absl::StatusOr<std::unique_ptr<Queue>> create_queue() = 0;

@@ -19,4 +19,14 @@ Dims threads_to_workgroup(uint64_t threads, const Dims& extents, const LaunchCho
   return wgs;
 }
 
+uint64_t spread_over_compute_units(const KernelLimits& kernel, uint64_t compute_units,
+                                   uint64_t nitems, uint64_t max_items) {
+  const uint64_t multiple = std::max<uint64_t>(1, kernel.preferred_multiple);
+  const uint64_t cap = std::max<uint64_t>(1, std::min(kernel.max_workgroup_size, max_items));
+  const uint64_t units = std::max<uint64_t>(1, compute_units);
+  uint64_t threads = (nitems + units - 1) / units;
+  threads = (threads + multiple - 1) / multiple * multiple;
+  return std::clamp<uint64_t>(threads, std::min(multiple, cap), cap);
+}
+
 }  // namespace kad

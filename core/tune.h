@@ -15,4 +15,12 @@ namespace kad {
 Dims threads_to_workgroup(uint64_t threads, const Dims& extents, const LaunchChoice& choice,
                           const DeviceLimits& limits);
 
+// A CPU device's thread count for `nitems` work-items (at most `max_items`
+// per group): enough items per group that every compute unit gets a group,
+// rounded up to the kernel's preferred multiple. OpenCL devices use it, and
+// so does a device served by a worker process, which must answer without
+// asking the worker (the warm path). Allocates nothing.
+uint64_t spread_over_compute_units(const KernelLimits& kernel, uint64_t compute_units,
+                                   uint64_t nitems, uint64_t max_items);
+
 }  // namespace kad

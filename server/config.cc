@@ -61,6 +61,19 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--compile-memory-mib", c.compile_memory_mib,
                  "address space one compiler run on a client's kernel may use, in MiB")
       ->check(CLI::Range(uint64_t{256}, uint64_t{1} << 20));
+  bool no_workers = false;
+  app.add_flag("--no-workers", no_workers,
+               "run client kernels inside kad itself, not in worker processes: for a single, "
+               "trusted user only");
+  app.add_option("--launch-timeout", c.launch_timeout_s,
+                 "seconds a launch may run; past it kad stops its worker and the session gets "
+                 "DEADLINE_EXCEEDED")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  app.add_option("--worker-spares", c.worker_spares,
+                 "workers kept started per CPU device, so a new session starts at once")
+      ->check(CLI::Range(0, 64));
+  app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
+  app.add_option("--worker-device", c.worker_device)->group("");
   app.add_flag("--cuda-prefer-blocks", c.cuda_prefer_blocks,
                "CUDA: tune for at least one block per SM, with fewer threads per block");
   try {
@@ -103,6 +116,12 @@ ParseOutcome parse_config(int argc, char** argv) {
         drain_timeout_s = file["drain_timeout"].value_or(drain_timeout_s);
       if (app.get_option("--compile-timeout")->count() == 0)
         c.compile_timeout_s = file["compile_timeout"].value_or(c.compile_timeout_s);
+      if (app.get_option("--no-workers")->count() == 0)
+        no_workers = !file["workers"].value_or(!no_workers);
+      if (app.get_option("--launch-timeout")->count() == 0)
+        c.launch_timeout_s = file["launch_timeout"].value_or(c.launch_timeout_s);
+      if (app.get_option("--worker-spares")->count() == 0)
+        c.worker_spares = file["worker_spares"].value_or(c.worker_spares);
       if (app.get_option("--cuda-prefer-blocks")->count() == 0)
         c.cuda_prefer_blocks = file["cuda_prefer_blocks"].value_or(c.cuda_prefer_blocks);
       if (app.get_option("--allow-insecure-tcp")->count() == 0)
@@ -117,11 +136,33 @@ ParseOutcome parse_config(int argc, char** argv) {
     }
   }
   if (no_shm) c.daemon.shared_memory = false;
+  c.workers = !no_workers;
+  if (c.launch_timeout_s < 1 || c.worker_spares < 0 || c.worker_spares > 64) {
+    out.exit = true;
+    out.exit_code = 2;
+    out.message = absl::StrFormat(
+        "kad: launch_timeout must be at least 1 s (is %d) and worker_spares within 0..64 (is %d)",
+        c.launch_timeout_s, c.worker_spares);
+    return out;
+  }
   c.daemon.limits.finish_timeout = absl::Seconds(drain_timeout_s);
   if (!cache_dir.empty()) c.cache_dir = cache_dir == "off" ? std::string() : cache_dir;
   if (!listen.empty()) c.daemon.listen = listen;
   if (c.daemon.listen.empty()) c.daemon.listen.push_back("unix:" + default_socket_path());
   return out;
+}
+
+std::vector<std::string> worker_args(const Config& config) {
+  std::vector<std::string> args{absl::StrCat("--log-level=", config.log_level),
+                                absl::StrCat("--compile-timeout=", config.compile_timeout_s),
+                                absl::StrCat("--compile-memory-mib=", config.compile_memory_mib),
+                                absl::StrCat("--cache-max-bytes=", config.cache_max_bytes)};
+  if (config.cache_dir) {
+    args.push_back(
+        absl::StrCat("--cache-dir=", config.cache_dir->empty() ? "off" : *config.cache_dir));
+  }
+  if (config.cuda_prefer_blocks) args.push_back("--cuda-prefer-blocks");
+  return args;
 }
 
 }  // namespace kad::server

@@ -25,7 +25,17 @@ struct Config {
   // address space. A compile past either fails that kernel, clearly.
   int64_t compile_timeout_s = 60;
   uint64_t compile_memory_mib = 4096;
+  // Client kernels run in worker processes (DESIGN §8) unless --no-workers.
+  bool workers = true;
+  int64_t launch_timeout_s = 60;  // a launch running longer ends its worker
+  int worker_spares = 1;          // workers kept started per CPU device
+  // Set when this process is a worker: `kad --worker-fd 3 --worker-device ID`.
+  int worker_fd = -1;
+  std::string worker_device;
 };
+
+// The flags a worker is started with: the settings it shares with its daemon.
+std::vector<std::string> worker_args(const Config& config);
 
 // The documented default: /run/kad/kad.sock as root, else
 // $XDG_RUNTIME_DIR/kad.sock, else /tmp/kad-$UID.sock.

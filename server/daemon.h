@@ -30,6 +30,9 @@ struct DaemonOptions {
   bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
   bool shared_memory = true;        // shared-memory channels beside UNIX sockets
   ShmOptions shm;
+  // Worker processes for client kernels (DESIGN §8); none when its command's
+  // executable is empty (a daemon inside a test or client program).
+  worker::WorkerOptions workers;
 };
 
 class Daemon {
@@ -60,7 +63,7 @@ class Daemon {
 
  private:
   Daemon(DeviceRegistry registry, const DaemonOptions& options)
-      : engine_(std::move(registry), options.limits), service_(engine_) {}
+      : engine_(std::move(registry), options.limits, options.workers), service_(engine_) {}
 
   Engine engine_;
   KadService service_;

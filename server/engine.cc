@@ -12,6 +12,7 @@
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
 #include "server/sealed_memfd.h"
+#include "server/worker/isolated_device.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server {
@@ -46,10 +47,29 @@ HostMemory::~HostMemory() {
   if (fd >= 0) close(fd);
 }
 
-Engine::Engine(DeviceRegistry registry, EngineLimits limits)
+Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptions workers)
     : registry_(std::move(registry)), limits_(limits) {
   for (size_t i = 0; i < registry_.devices.size(); ++i)
     device_launches_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
+  if (!workers.command.executable.empty()) {
+    workers_ = std::make_unique<worker::WorkerPool>(std::move(workers));
+    for (const auto& d : registry_.devices) {
+      if (isolated(*d)) workers_->keep_ready(d->info().id);
+    }
+  }
+}
+
+bool Engine::isolated(const Device& shared) const {
+  // A CPU device runs kernels as native code that can reach its whole
+  // process: one worker per session. (GPU devices: still in this process.)
+  return workers_ != nullptr && shared.info().is_cpu;
+}
+
+Device* Engine::session_device(Session& s, Device* shared) {
+  if (!isolated(*shared)) return shared;
+  std::shared_ptr<worker::IsolatedDevice>& own = s.isolated[shared];
+  if (!own) own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_);
+  return own.get();
 }
 
 Engine::~Engine() {
@@ -89,6 +109,9 @@ void Engine::close_session(const std::string& id) {
   // memory may be in use until then), on the finisher's thread; the close
   // waits for that only so long. Destroyed last to first: kernels first.
   struct Objects {
+    // A session's workers go last, after what lives on them; stopping one
+    // ends its launches at once, so a close does not wait for them.
+    absl::flat_hash_map<const Device*, std::shared_ptr<worker::IsolatedDevice>> isolated;
     absl::flat_hash_map<uint64_t, std::shared_ptr<SessionQueue>> queues;
     absl::flat_hash_map<uint64_t, SessionBuffer> buffers;
     absl::flat_hash_map<uint64_t, std::shared_ptr<const Module>> modules;
@@ -98,16 +121,22 @@ void Engine::close_session(const std::string& id) {
   std::vector<std::shared_ptr<SessionQueue>> queues;
   {
     absl::MutexLock lock(&s->mu);
+    // Their launches end now: a wait still running on one returns.
+    for (const auto& [shared, own] : s->isolated) own->stop_worker();
+    objects->isolated = std::move(s->isolated);
     objects->queues = std::move(s->queues);
     objects->buffers = std::move(s->buffers);
     objects->modules = std::move(s->modules);
     objects->kernels = std::move(s->kernels);
+    s->isolated.clear();
     s->queues.clear();
     s->buffers.clear();
     s->modules.clear();
     s->kernels.clear();
     s->buffer_bytes = 0;
-    for (const auto& [handle, q] : objects->queues) queues.push_back(q);
+    for (const auto& [handle, q] : objects->queues) {
+      if (!q->isolated) queues.push_back(q);
+    }
   }
   if (!finisher_.finish(std::move(queues), std::move(objects), limits_.finish_timeout)) {
     spdlog::warn("a closed session's launches still run after {} s: its memory goes when they end",
@@ -177,17 +206,18 @@ absl::StatusOr<Engine::AllocatedBuffer> Engine::allocate_buffer(Session& s,
         limits_.max_buffer_bytes_per_session, s.buffer_bytes));
   }
   SessionBuffer entry;
-  entry.device = *device;
+  entry.device = session_device(s, *device);
   if (limits_.zero_copy && (*device)->info().host_visible && size > 0 &&
       size <= (*device)->info().limits.max_allocation_bytes) {
     absl::StatusOr<std::unique_ptr<HostMemory>> host = make_host_memory(size);
     if (!host.ok()) return host.status();
-    absl::StatusOr<std::unique_ptr<Buffer>> b = (*device)->import_host_memory((*host)->data, size);
+    absl::StatusOr<std::unique_ptr<Buffer>> b =
+        entry.device->import_host_memory({(*host)->data, size, (*host)->fd});
     if (!b.ok()) return b.status();
     entry.host = *std::move(host);
     entry.buffer = *std::move(b);
   } else {
-    absl::StatusOr<std::unique_ptr<Buffer>> b = (*device)->allocate(size);
+    absl::StatusOr<std::unique_ptr<Buffer>> b = entry.device->allocate(size);
     if (!b.ok()) return b.status();
     entry.buffer = *std::move(b);
   }
@@ -334,14 +364,17 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   if (!device.ok()) return device.status();
   size_t index = 0;
   while (registry_.devices[index].get() != *device) ++index;
-  absl::StatusOr<std::unique_ptr<Queue>> q = (*device)->create_queue();
-  if (!q.ok()) return q.status();
   absl::MutexLock lock(&s.mu);
   if (absl::Status quota = check_object_quota(s); !quota.ok()) return quota;
+  Device* on = session_device(s, *device);
+  absl::StatusOr<std::unique_ptr<Queue>> q = on->create_queue();
+  if (!q.ok()) return q.status();
   auto sq = std::make_shared<SessionQueue>();
   sq->queue = *std::move(q);
-  sq->device = *device;
+  sq->device = on;
   sq->device_index = index;
+  sq->isolated = on != *device;
+  if (sq->isolated) sq->owner = s.isolated[*device];
   const uint64_t handle = s.next_handle();
   s.queues.emplace(handle, std::move(sq));
   return handle;

@@ -18,6 +18,7 @@
 #include "core/launch_request.h"
 #include "server/queue_finisher.h"
 #include "server/session.h"
+#include "server/worker/worker_pool.h"
 
 namespace kad::server {
 
@@ -56,7 +57,9 @@ struct LaunchByHandle {
 
 class Engine {
  public:
-  Engine(DeviceRegistry registry, EngineLimits limits);
+  // With `workers.command` set, kernels on CPU devices run in worker
+  // processes, one per session (DESIGN §8); without, in this process.
+  Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptions workers = {});
   ~Engine();
 
   const DeviceRegistry& registry() const { return registry_; }
@@ -111,6 +114,10 @@ class Engine {
 
  private:
   absl::StatusOr<Device*> device_for(absl::string_view id) const;
+  // The device a session's buffers and queues on `shared` live on: its own
+  // worker's when that device is isolated, else `shared` itself.
+  Device* session_device(Session& s, Device* shared) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  bool isolated(const Device& shared) const;
   // The launch with handles resolved under the session's lock; with `defer`,
   // a launch that must compile first returns its kernel and compiles nothing.
   absl::StatusOr<LaunchResult> launch_locked(Session& s, const LaunchByHandle& request,
@@ -133,6 +140,7 @@ class Engine {
   DeviceRegistry registry_;
   EngineLimits limits_;
   KernelCache cache_;
+  std::unique_ptr<worker::WorkerPool> workers_;  // null: no worker processes
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> sessions_opened_{0};

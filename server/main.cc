@@ -18,6 +18,7 @@
 #include "core/kernel_lowering.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/worker/worker_main.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -33,7 +34,34 @@ void write_ready_file(const std::string& path, const std::vector<std::string>& u
   std::filesystem::rename(tmp, path);
 }
 
-int serve(const Config& config) {
+// The kernel toolchain and the devices, the same way in the daemon and in
+// its workers.
+kad::DeviceRegistry start_devices(const Config& config) {
+  if (config.cache_dir) {
+    kad::KernelLowering::configure_shared_cache(*config.cache_dir, config.cache_max_bytes);
+  }
+  kad::DeviceRegistry registry =
+      kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
+  kad::KernelLowering::shared().set_limits({.seconds = config.compile_timeout_s,
+                                            .memory_bytes = config.compile_memory_mib << 20,
+                                            .output_bytes = kad::ToolchainLimits{}.output_bytes});
+  return registry;
+}
+
+// `kad --worker-fd 3 --worker-device ID`: runs client kernels for the
+// daemon that started it (DESIGN §8).
+int serve_as_worker(const Config& config) {
+  kad::server::worker::harden_worker_process(config.worker_fd);
+  kad::DeviceRegistry registry = start_devices(config);
+  kad::Device* device = registry.find(config.worker_device);
+  const absl::Status why =
+      device != nullptr ? absl::OkStatus()
+                        : absl::NotFoundError(absl::StrCat(
+                              "no device has id `", config.worker_device, "` in this worker"));
+  return kad::server::worker::serve_worker(3, device, why);
+}
+
+int serve(Config config) {
   // Block the stop signals in every thread; main waits for them with sigwait.
   sigset_t stop;
   sigemptyset(&stop);
@@ -41,16 +69,9 @@ int serve(const Config& config) {
   sigaddset(&stop, SIGINT);
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
-  if (config.cache_dir) {
-    kad::KernelLowering::configure_shared_cache(*config.cache_dir, config.cache_max_bytes);
-  }
-  kad::DeviceRegistry registry =
-      kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
+  kad::DeviceRegistry registry = start_devices(config);
   {
     kad::KernelLowering& lowering = kad::KernelLowering::shared();
-    lowering.set_limits({.seconds = config.compile_timeout_s,
-                         .memory_bytes = config.compile_memory_mib << 20,
-                         .output_bytes = kad::ToolchainLimits{}.output_bytes});
     const kad::CodeCache& cache = lowering.cache();
     absl::Status toolchain = lowering.toolchain_status();
     spdlog::info("kernel toolchain: {}; code cache: {}",
@@ -70,6 +91,28 @@ int serve(const Config& config) {
                  d.get() == registry.default_device() ? " [default]" : "");
   }
 
+  if (config.workers) {
+    std::error_code error;
+    const std::filesystem::path self = std::filesystem::read_symlink("/proc/self/exe", error);
+    if (error) {
+      spdlog::error("cannot find kad's own executable to start workers: {}", error.message());
+      return 2;
+    }
+    kad::server::worker::WorkerOptions& w = config.daemon.workers;
+    w.command = {self.string(), kad::server::worker_args(config)};
+    w.launch_timeout = absl::Seconds(config.launch_timeout_s);
+    // Each compiler run has --compile-timeout; the driver's build follows.
+    w.compile_timeout = absl::Seconds(2 * config.compile_timeout_s + 30);
+    w.spares = config.worker_spares;
+    spdlog::info(
+        "client kernels on CPU devices run in worker processes, one per session; "
+        "launch timeout {} s",
+        config.launch_timeout_s);
+  } else {
+    spdlog::warn(
+        "--no-workers: client kernels run inside kad; one client's kernel can crash or "
+        "hang the daemon for everyone");
+  }
   absl::StatusOr<std::unique_ptr<kad::server::Daemon>> daemon =
       kad::server::Daemon::start(std::move(registry), config.daemon);
   if (!daemon.ok()) {
@@ -111,6 +154,10 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(parsed.config.log_level));
+  if (parsed.config.worker_fd >= 0) {
+    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e kad worker %l: %v");
+    return serve_as_worker(parsed.config);
+  }
   spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e kad %l: %v");
-  return serve(parsed.config);
+  return serve(std::move(parsed.config));
 }

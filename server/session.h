@@ -16,6 +16,7 @@
 #include "core/backend.h"
 #include "core/kernel.h"
 #include "core/module.h"
+#include "server/worker/isolated_device.h"
 
 namespace kad::server {
 
@@ -37,9 +38,13 @@ struct SessionBuffer {
 
 // A queue and the launches submitted to it and not yet known complete.
 struct SessionQueue {
+  // The session's own device when the queue is on one: a wait outside the
+  // session's lock keeps it alive. Declared first, so that it goes last.
+  std::shared_ptr<worker::IsolatedDevice> owner;
   std::unique_ptr<Queue> queue;
   Device* device = nullptr;
   size_t device_index = 0;
+  bool isolated = false;  // on a session's worker: a close ends it rather than waiting for it
   std::atomic<EventId> last_event{0};   // the newest launch's event
   std::atomic<EventId> last_waited{0};  // the newest event a wait returned for
 };
@@ -57,6 +62,11 @@ class Session {
   uint64_t next_handle() { return next_handle_.fetch_add(1, std::memory_order_relaxed); }
 
   absl::Mutex mu;
+  // The session's own devices (a worker each) in place of the daemon's, for
+  // isolated devices. Declared before the buffers and queues on them, so
+  // that it goes after them.
+  absl::flat_hash_map<const Device*, std::shared_ptr<worker::IsolatedDevice>> isolated
+      ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uint64_t, SessionBuffer> buffers ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Module>> modules ABSL_GUARDED_BY(mu);
   // Shared: a launch compiles outside the session lock and keeps its kernel alive.

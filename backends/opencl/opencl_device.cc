@@ -169,11 +169,11 @@ absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::allocate(uint64_t bytes) {
   return create_buffer(CL_MEM_READ_WRITE, nullptr, bytes);
 }
 
-absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::import_host_memory(void* host,
-                                                                         uint64_t bytes) {
-  if (!info_.host_visible) return Device::import_host_memory(host, bytes);
+absl::StatusOr<std::unique_ptr<Buffer>> OpenClDevice::import_host_memory(
+    const HostMemoryRef& host) {
+  if (!info_.host_visible) return Device::import_host_memory(host);
   // On a host-unified device, CL_MEM_USE_HOST_PTR computes on this memory itself.
-  return create_buffer(CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, host, bytes);
+  return create_buffer(CL_MEM_READ_WRITE | CL_MEM_USE_HOST_PTR, host.data, host.bytes);
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> OpenClDevice::create_queue() {

@@ -21,7 +21,7 @@ class OpenClDevice final : public Device {
 
   const DeviceInfo& info() const override { return info_; }
   absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
-  absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(void* host, uint64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) override;
   absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
 

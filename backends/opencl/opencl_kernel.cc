@@ -9,6 +9,7 @@
 #include "backends/opencl/opencl_info.h"
 #include "backends/opencl/opencl_status.h"
 #include "core/driver_scope.h"
+#include "core/tune.h"
 
 namespace kad::opencl {
 namespace {
@@ -150,14 +151,7 @@ OpenClKernel::~OpenClKernel() {
 }
 
 uint64_t OpenClKernel::launch_configuration(uint64_t nitems, uint64_t max_items) const {
-  const uint64_t multiple = limits_.preferred_multiple;
-  const uint64_t cap = std::max<uint64_t>(1, std::min(limits_.max_workgroup_size, max_items));
-  const uint64_t units = std::max<uint64_t>(1, device_.info().limits.compute_units);
-  // Items per group so that every compute unit gets a group, rounded up to
-  // the preferred multiple.
-  uint64_t threads = (nitems + units - 1) / units;
-  threads = (threads + multiple - 1) / multiple * multiple;
-  return std::clamp<uint64_t>(threads, std::min(multiple, cap), cap);
+  return spread_over_compute_units(limits_, device_.info().limits.compute_units, nitems, max_items);
 }
 
 }  // namespace kad::opencl

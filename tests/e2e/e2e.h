@@ -1,8 +1,10 @@
 // Shared pieces of the end-to-end tests: a daemon per suite, clients on it.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -73,6 +75,25 @@ inline void expect_bystander_served(const std::string& uri, int32_t value = 77,
   std::vector<int32_t> got(16);
   ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
   EXPECT_EQ(got, std::vector<int32_t>(16, value));
+}
+
+// kad's counters once the sessions that left have closed (kad learns that a
+// client went a moment after it did): polls, at most 5 s, until the open
+// sessions, buffers and queues are those of `baseline`.
+inline client::ServiceStatus status_back_to(Client& observer,
+                                            const client::ServiceStatus& baseline) {
+  client::ServiceStatus now;
+  for (int i = 0; i < 250; ++i) {
+    auto s = observer.status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) break;
+    now = *s;
+    if (now.sessions == baseline.sessions && now.buffers == baseline.buffers &&
+        now.queues == baseline.queues)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return now;
 }
 
 }  // namespace kad::testing

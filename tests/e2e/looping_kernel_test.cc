@@ -1,8 +1,9 @@
 // Issue 11, hangs (DESIGN §8): a kernel that never ends cannot make kad wait
-// forever. Closing its session returns within --drain-timeout (its memory
-// goes when the kernel ends), and SIGTERM exits within it. Kernels still run
-// inside kad on PoCL, so the looping kernel keeps a driver thread until the
-// process ends: each test has a daemon of its own.
+// forever. A launch past --launch-timeout ends its session's worker and the
+// wait says DEADLINE_EXCEEDED; closing the session ends its worker at once;
+// SIGTERM exits within --drain-timeout. With --no-workers the kernel keeps a
+// driver thread of kad's own, and closing and SIGTERM are still bounded.
+// Each test has a daemon of its own.
 #include <signal.h>
 
 #include <chrono>
@@ -50,8 +51,8 @@ Looper start_looping(const std::string& uri) {
   return l;
 }
 
-TEST(LoopingKernel, ClosingItsSessionAndThenSigtermEndWithinTheDrainTimeout) {
-  auto daemon = testing::Daemon::start({"--drain-timeout", "2"});
+TEST(LoopingKernel, WithoutWorkersClosingItsSessionAndThenSigtermEndWithinTheDrainTimeout) {
+  auto daemon = testing::Daemon::start({"--drain-timeout", "2", "--no-workers"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   auto observer = Client::connect((*daemon)->tcp_uri(), "observer");
   ASSERT_TRUE(observer.ok());
@@ -98,6 +99,76 @@ TEST(LoopingKernel, SigtermExitsWithinTheDrainTimeout) {
   // 2 s of drain, then the exit: far less than a hang, with room for a loaded machine.
   EXPECT_LT(took.count(), 15) << (*daemon)->log();
   EXPECT_THAT((*daemon)->log(), ::testing::HasSubstr("launches still run after the drain timeout"));
+}
+
+TEST(LoopingKernel, ALaunchPastTheLaunchTimeoutEndsItsWorkerWithDeadlineExceeded) {
+  auto daemon = testing::Daemon::start({"--launch-timeout", "2"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto observer = Client::connect((*daemon)->tcp_uri(), "observer");
+  ASSERT_TRUE(observer.ok());
+  const auto before = (*observer)->status();
+  ASSERT_TRUE(before.ok());
+  for (const std::string& uri : {(*daemon)->unix_uri(), (*daemon)->tcp_uri()}) {
+    Looper looper = start_looping(uri);
+    ASSERT_NE(looper.client, nullptr);
+    const auto waited = Clock::now();
+    const absl::Status status = looper.queue->wait();
+    const auto took = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - waited);
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_THAT(status.message(), ::testing::AllOf(::testing::HasSubstr("kernel `spin` (launch 1)"),
+                                                   ::testing::HasSubstr("launch deadline of 2s"),
+                                                   ::testing::HasSubstr("launch 1 was lost")));
+    EXPECT_LT(took.count(), 10000);
+    // Its session goes on, in a new worker, its buffer intact.
+    const int32_t one = 1;
+    const absl::Status written =
+        looper.queue->write(looper.flag, 0, std::as_bytes(std::span(&one, 1)));
+    ASSERT_TRUE(written.ok()) << written;
+    int32_t back = 0;
+    ASSERT_TRUE(
+        looper.queue->read(looper.flag, 0, std::as_writable_bytes(std::span(&back, 1))).ok());
+    EXPECT_EQ(back, 1);
+    testing::expect_bystander_served(uri, 5);
+  }
+  const client::ServiceStatus after = testing::status_back_to(**observer, *before);
+  EXPECT_EQ(after.sessions, before->sessions);
+  EXPECT_EQ(after.buffers, before->buffers);
+  EXPECT_EQ(after.queues, before->queues);
+  observer->reset();
+  EXPECT_EQ((*daemon)->stop(SIGTERM), 0) << (*daemon)->log();
+}
+
+TEST(LoopingKernel, ClosingItsSessionEndsItsWorkerAtOnce) {
+  auto daemon = testing::Daemon::start({"--drain-timeout", "60"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto observer = Client::connect((*daemon)->tcp_uri(), "observer");
+  ASSERT_TRUE(observer.ok());
+  const auto before = (*observer)->status();
+  ASSERT_TRUE(before.ok());
+  const auto closed = Clock::now();
+  {
+    Looper looper = start_looping((*daemon)->unix_uri() + "?transport=grpc");
+    ASSERT_NE(looper.client, nullptr);
+  }  // the client leaves: kad closes the session and stops its worker
+  client::ServiceStatus after;
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  do {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    after = *(*observer)->status();
+  } while ((after.sessions != before->sessions || after.buffers != before->buffers) &&
+           Clock::now() < give_up);
+  // Far sooner than the 60 s drain timeout a close waits for in-process kernels.
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - closed).count(), 10);
+  EXPECT_EQ(after.sessions, before->sessions);
+  EXPECT_EQ(after.buffers, before->buffers);
+  EXPECT_EQ(after.queues, before->queues);
+  EXPECT_EQ(after.queue_depth, before->queue_depth);
+  observer->reset();
+  // Nothing runs any more: SIGTERM drains at once.
+  const auto sent = Clock::now();
+  EXPECT_EQ((*daemon)->stop(SIGTERM), 0) << (*daemon)->log();
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - sent).count(), 10);
+  EXPECT_THAT((*daemon)->log(), ::testing::Not(::testing::HasSubstr("still run")));
 }
 
 }  // namespace

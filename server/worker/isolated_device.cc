@@ -1,0 +1,466 @@
+#include "server/worker/isolated_device.h"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+#include "core/tune.h"
+#include "server/sealed_memfd.h"
+#include "server/worker/worker_codec.h"
+#include "spdlog/spdlog.h"
+
+namespace kad::server::worker {
+namespace {
+
+std::atomic<uint64_t> next_kernel_id{1};
+
+std::span<const std::byte> bytes_of_string(const std::string& s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+}  // namespace
+
+uint64_t WorkerKernel::launch_configuration(uint64_t nitems, uint64_t max_items) const {
+  return spread_over_compute_units(limits_, compute_units_, nitems, max_items);
+}
+
+// Memory the daemon owns (a sealed memfd, mapped here), given to the worker
+// by descriptor: it survives the worker.
+class WorkerBuffer final : public Buffer {
+ public:
+  WorkerBuffer(IsolatedDevice& device, uint64_t bytes, std::byte* data, int fd, bool owns_mapping)
+      : device_(device), bytes_(bytes), data_(data), fd_(fd), owns_mapping_(owns_mapping) {}
+  ~WorkerBuffer() override {
+    {
+      absl::MutexLock lock(&device_.mu_);
+      device_.buffers_.erase(id_);
+      if (device_.worker_ && id_ != 0) {
+        IdRecord r{id_};
+        (void)device_.worker_->connection().send(Op::kFreeBuffer, bytes_of(r));
+      }
+    }
+    if (owns_mapping_) munmap(data_, bytes_);
+    close(fd_);
+  }
+  uint64_t size() const override { return bytes_; }
+  const Device& device() const override { return device_; }
+  uint64_t id() const { return id_; }
+  std::byte* data() const { return data_; }
+  int fd() const { return fd_; }
+
+ private:
+  friend class IsolatedDevice;
+  IsolatedDevice& device_;
+  uint64_t id_ = 0;
+  uint64_t bytes_;
+  std::byte* data_;
+  int fd_;
+  bool owns_mapping_;
+};
+
+class WorkerQueue final : public Queue {
+ public:
+  explicit WorkerQueue(IsolatedDevice& device) : device_(device) {}
+  ~WorkerQueue() override {
+    absl::MutexLock lock(&device_.mu_);
+    device_.queues_.erase(id_);
+    if (device_.worker_ && id_ != 0) {
+      IdRecord r{id_};
+      (void)device_.worker_->connection().send(Op::kReleaseQueue, bytes_of(r));
+    }
+  }
+  Device& device() const override { return device_; }
+
+  absl::StatusOr<EventId> enqueue_kernel(CompiledKernel& compiled, const LaunchGeometry& geometry,
+                                         const LaunchContext& context,
+                                         std::span<const KernelArg> args) override {
+    // Every kernel compiled for this device's id came from a worker: a
+    // WorkerKernel (the daemon compiles nothing for an isolated device).
+    const auto& kernel = static_cast<const WorkerKernel&>(compiled);
+    absl::MutexLock lock(&device_.mu_);
+    if (absl::Status s = device_.ensure_worker(); !s.ok()) return s;
+    if (!device_.loaded_.contains(kernel.id())) {
+      if (absl::Status s = device_.load(kernel); !s.ok()) return s;
+    }
+    record_.queue = id_;
+    record_.kernel = kernel.id();
+    record_.geometry = geometry;
+    record_.context = context;
+    record_.nargs = static_cast<uint32_t>(args.size());
+    for (size_t i = 0; i < args.size(); ++i) {
+      const KernelArg& a = args[i];
+      ArgRecord& out = record_.args[i];
+      out.kind = static_cast<uint8_t>(a.kind);
+      out.scalar = static_cast<uint8_t>(a.scalar);
+      out.value = a.buffer != nullptr ? static_cast<const WorkerBuffer*>(a.buffer)->id() : a.bits;
+      out.local_bytes = a.local_bytes;
+    }
+    const EventId event = next_;
+    launched_[event % kRing] = {absl::Now(), &kernel};
+    ++next_;
+    absl::Status sent = device_.worker_->connection().send(
+        Op::kLaunch,
+        std::as_bytes(std::span(reinterpret_cast<const char*>(&record_), record_.wire_size())));
+    if (!sent.ok()) {
+      device_.lose_worker(sent, nullptr);
+      loss_pending_ = false;  // reported now
+      return loss_;
+    }
+    return event;
+  }
+
+  absl::Status write_buffer(Buffer& buffer, uint64_t offset,
+                            std::span<const std::byte> data) override {
+    if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
+    absl::MutexLock lock(&device_.mu_);
+    if (absl::Status s = wait_locked(next_ - 1); !s.ok()) return s;
+    if (!data.empty())
+      std::memcpy(static_cast<WorkerBuffer&>(buffer).data() + offset, data.data(), data.size());
+    return absl::OkStatus();
+  }
+
+  absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
+                           std::span<std::byte> data) override {
+    if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
+    absl::MutexLock lock(&device_.mu_);
+    if (absl::Status s = wait_locked(next_ - 1); !s.ok()) return s;
+    if (!data.empty()) {
+      std::memcpy(data.data(), static_cast<const WorkerBuffer&>(buffer).data() + offset,
+                  data.size());
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status wait(EventId event) override {
+    if (absl::Status s = check_issued(event, next()); !s.ok()) return s;
+    absl::MutexLock lock(&device_.mu_);
+    return wait_locked(event);
+  }
+
+  absl::Status finish() override {
+    absl::MutexLock lock(&device_.mu_);
+    return wait_locked(next_ - 1);
+  }
+
+ private:
+  friend class IsolatedDevice;
+  static constexpr uint64_t kRing = 1024;
+  struct Launched {
+    absl::Time submitted;
+    const WorkerKernel* kernel = nullptr;
+  };
+
+  EventId next() {
+    absl::MutexLock lock(&device_.mu_);
+    return next_;
+  }
+
+  // Waits for `event` and everything before it, within the launch deadline.
+  absl::Status wait_locked(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+    // Launches a dead worker took with it are reported once, to the first
+    // wait or copy that covers them (as a launch's error is reported by the
+    // next wait); after that they count as ended.
+    if (loss_pending_ && event >= loss_from_) {
+      loss_pending_ = false;
+      return loss_;
+    }
+    if (event <= std::max(confirmed_, base_)) return absl::OkStatus();
+    if (!device_.worker_) return absl::UnavailableError("the session's worker is gone");
+    const EventId first = std::max(confirmed_, base_) + 1;
+    const EventId oldest = next_ > kRing ? std::max(first, next_ - kRing) : first;
+    // A launch starts once the one before it is done: its deadline counts
+    // from then, or from its submission if that came later.
+    const absl::Time since = std::max(launched_[oldest % kRing].submitted, confirmed_at_);
+    const absl::Time deadline = since + device_.pool_.options().launch_timeout;
+    WaitRecord w{id_, event - base_};
+    absl::Status sent = device_.worker_->connection().send(Op::kWait, bytes_of(w));
+    absl::Status reported;
+    absl::Status transport = sent.ok() ? device_.read_status(deadline, &reported) : sent;
+    if (!transport.ok()) {
+      device_.lose_worker(transport,
+                          transport.code() == absl::StatusCode::kDeadlineExceeded ? this : nullptr);
+      loss_pending_ = false;
+      return loss_;
+    }
+    if (!reported.ok()) return reported;
+    confirmed_ = event;
+    confirmed_at_ = absl::Now();
+    return absl::OkStatus();
+  }
+
+  IsolatedDevice& device_;
+  uint64_t id_ = 0;
+  // Guarded by device_.mu_. Events count this queue's launches from 1, over
+  // every worker the queue has had; the worker counts from `base_`.
+  EventId next_ = 1;
+  EventId base_ = 0;       // launches given to workers that are gone
+  EventId confirmed_ = 0;  // known complete
+  absl::Time confirmed_at_ = absl::InfinitePast();
+  absl::Status loss_;  // why launches loss_from_..loss_through_ were lost
+  EventId loss_from_ = 0, loss_through_ = 0;
+  bool loss_pending_ = false;
+  std::array<Launched, kRing> launched_{};
+  LaunchRecord record_;
+};
+
+IsolatedDevice::~IsolatedDevice() {
+  absl::MutexLock lock(&mu_);
+  running_pid_.store(0);
+  worker_.reset();
+}
+
+void IsolatedDevice::stop_worker() {
+  // Not under mu_: a wait may hold it until its deadline. lose_worker
+  // clears the pid before it reaps, so it names the worker here (but for a
+  // window of a few instructions).
+  const pid_t pid = running_pid_.load();
+  if (pid <= 0) return;
+  kill(-pid, SIGKILL);
+  kill(pid, SIGKILL);
+}
+
+pid_t IsolatedDevice::worker_pid() const { return running_pid_.load(); }
+
+uint64_t IsolatedDevice::workers_started() const {
+  absl::MutexLock lock(&mu_);
+  return started_;
+}
+
+absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* reported) {
+  Connection& c = worker_->connection();
+  Header header;
+  if (absl::Status s = c.receive_header(&header, deadline); !s.ok()) return s;
+  if (header.op != static_cast<uint32_t>(Op::kStatus) || header.size < sizeof(StatusRecord) ||
+      header.size > kMaxReplyBytes) {
+    return absl::InternalError(
+        absl::StrFormat("the worker answered with message %d of %d bytes", header.op, header.size));
+  }
+  StatusRecord r;
+  if (absl::Status s = c.receive_payload(writable_bytes_of(r), deadline); !s.ok()) return s;
+  const size_t text = header.size - sizeof r;
+  if (reply_.size() < text) reply_.resize(text);
+  if (absl::Status s =
+          c.receive_payload(std::as_writable_bytes(std::span<char>(reply_.data(), text)), deadline);
+      !s.ok()) {
+    return s;
+  }
+  if (r.code < 0 || r.code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InternalError(absl::StrFormat("the worker answered with status %d", r.code));
+  }
+  *reported = r.code == 0 ? absl::OkStatus()
+                          : absl::Status(static_cast<absl::StatusCode>(r.code),
+                                         absl::string_view(reply_.data(), text));
+  return absl::OkStatus();
+}
+
+absl::Status IsolatedDevice::call(Op op, std::span<const std::byte> a, int fd,
+                                  absl::Time deadline) {
+  absl::Status reported;
+  absl::Status transport = worker_->connection().send(op, a, {}, fd);
+  if (transport.ok()) transport = read_status(deadline, &reported);
+  if (!transport.ok()) {
+    const pid_t pid = worker_->pid();
+    lose_worker(transport, nullptr);
+    return absl::UnavailableError(absl::StrFormat("the session's worker (pid %d) on %s failed: %s",
+                                                  pid, info().id, transport.message()));
+  }
+  return reported;
+}
+
+absl::Status IsolatedDevice::ensure_worker() {
+  if (worker_) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> w = pool_.take(info().id);
+  if (!w.ok()) return w.status();
+  worker_ = *std::move(w);
+  running_pid_.store(worker_->pid());
+  ++started_;
+  loaded_.clear();
+  // A new worker (after a crash) gets the session's buffers and queues again.
+  const absl::Time deadline = absl::Now() + pool_.options().start_timeout;
+  for (const auto& [id, b] : buffers_) {
+    ImportRecord r{id, b->size()};
+    if (absl::Status s = call(Op::kImportBuffer, bytes_of(r), b->fd(), deadline); !s.ok()) return s;
+  }
+  for (const auto& [id, q] : queues_) {
+    IdRecord r{id};
+    if (absl::Status s = call(Op::kCreateQueue, bytes_of(r), -1, deadline); !s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
+void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue) {
+  if (!worker_) return;
+  const pid_t pid = worker_->pid();
+  const bool deadline = deadline_queue != nullptr;
+  // Reaped below: from now on its pid may name another process.
+  running_pid_.store(0);
+  const std::string ended = deadline ? worker_->stop() : worker_->reap();
+  const std::string timeout = absl::FormatDuration(pool_.options().launch_timeout);
+  for (auto& [id, q] : queues_) {
+    const EventId last = q->next_ - 1;
+    const EventId first = std::max(q->confirmed_, q->base_) + 1;
+    q->base_ = last;
+    if (first > last) continue;
+    const WorkerQueue::Launched& running = q->launched_[first % WorkerQueue::kRing];
+    const std::string kernel = running.kernel != nullptr ? running.kernel->entry() : "?";
+    const std::string lost = first == last ? absl::StrFormat("launch %d was lost", first)
+                                           : absl::StrFormat("%d launches were lost (%d to %d)",
+                                                             last - first + 1, first, last);
+    if (q == deadline_queue) {
+      q->loss_ = absl::DeadlineExceededError(absl::StrFormat(
+          "kernel `%s` (launch %d) ran past the launch deadline of %s: kad stopped the "
+          "session's worker (pid %d) on %s; %s",
+          kernel, first, timeout, pid, info().id, lost));
+    } else if (deadline) {
+      q->loss_ = absl::AbortedError(absl::StrFormat(
+          "the session's worker (pid %d) on %s was stopped for a launch past its deadline on "
+          "another queue; %s, the first of them kernel `%s`",
+          pid, info().id, lost, kernel));
+    } else {
+      q->loss_ = absl::AbortedError(absl::StrFormat(
+          "the session's worker (pid %d) on %s %s while running kernel `%s` (launch %d); %s", pid,
+          info().id, ended, kernel, first, lost));
+    }
+    q->loss_from_ = first;
+    q->loss_through_ = last;
+    q->loss_pending_ = true;
+  }
+  spdlog::warn("a session's worker (pid {}) on {} {} ({})", pid, info().id, ended,
+               std::string(why.message()));
+  running_pid_.store(0);
+  worker_.reset();
+  loaded_.clear();
+}
+
+absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
+  IdRecord r{kernel.id()};
+  absl::Status reported;
+  absl::Status transport =
+      worker_->connection().send(Op::kLoadKernel, bytes_of(r), bytes_of_string(kernel.request()));
+  if (transport.ok()) {
+    transport = read_status(absl::Now() + pool_.options().compile_timeout, &reported);
+  }
+  if (!transport.ok()) {
+    const pid_t pid = worker_->pid();
+    lose_worker(transport, nullptr);
+    return absl::AbortedError(
+        absl::StrFormat("loading kernel `%s` into the session's worker (pid %d) on %s failed: %s",
+                        kernel.entry(), pid, info().id, transport.message()));
+  }
+  if (reported.ok()) loaded_.insert(kernel.id());
+  return reported;
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
+    const CompileRequest& request) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ensure_worker(); !s.ok()) return s;
+  const uint64_t id = next_kernel_id.fetch_add(1);
+  std::string message = to_message(request).SerializeAsString();
+  IdRecord r{id};
+  Connection& c = worker_->connection();
+  const absl::Time deadline = absl::Now() + pool_.options().compile_timeout;
+  absl::Status transport = c.send(Op::kCompile, bytes_of(r), bytes_of_string(message));
+  Header header;
+  if (transport.ok()) transport = c.receive_header(&header, deadline);
+  if (transport.ok() &&
+      (header.op != static_cast<uint32_t>(Op::kCompileReply) || header.size > kMaxReplyBytes)) {
+    transport = absl::InternalError(absl::StrFormat(
+        "the worker answered a compile with message %d of %d bytes", header.op, header.size));
+  }
+  std::string payload;
+  if (transport.ok()) {
+    payload.resize(header.size);
+    transport = c.receive_payload(std::as_writable_bytes(std::span(payload)), deadline);
+  }
+  wire::CompileReply reply;
+  if (transport.ok() && !reply.ParseFromString(payload)) {
+    transport = absl::InternalError("the worker's compile reply does not parse");
+  }
+  if (!transport.ok()) {
+    const pid_t pid = worker_->pid();
+    const bool late = transport.code() == absl::StatusCode::kDeadlineExceeded;
+    lose_worker(transport, nullptr);
+    if (late) {
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "compiling kernel `%s` on %s took longer than %s: kad stopped the session's worker "
+          "(pid %d)",
+          request.signature.entry, info().id, absl::FormatDuration(pool_.options().compile_timeout),
+          pid));
+    }
+    return absl::AbortedError(
+        absl::StrFormat("compiling kernel `%s` on %s ended the session's worker (pid %d): %s",
+                        request.signature.entry, info().id, pid, transport.message()));
+  }
+  absl::StatusOr<CompiledKernelInfo> compiled = from_reply(reply);
+  if (!compiled.ok()) return compiled.status();
+  loaded_.insert(id);
+  return std::make_unique<WorkerKernel>(id, request.signature.entry, compiled->limits,
+                                        std::move(compiled->parameters),
+                                        info().limits.compute_units, std::move(message));
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::add_buffer(
+    std::unique_ptr<WorkerBuffer> buffer) {
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ensure_worker(); !s.ok()) return s;
+  buffer->id_ = next_id_++;
+  ImportRecord r{buffer->id_, buffer->size()};
+  if (absl::Status s = call(Op::kImportBuffer, bytes_of(r), buffer->fd(),
+                            absl::Now() + pool_.options().start_timeout);
+      !s.ok()) {
+    buffer->id_ = 0;  // the worker never had it
+    return s;
+  }
+  buffers_[buffer->id_] = buffer.get();
+  return std::unique_ptr<Buffer>(std::move(buffer));
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::allocate(uint64_t bytes) {
+  if (absl::Status s = check_allocation(info(), bytes); !s.ok()) return s;
+  absl::StatusOr<int> fd = create_sealed_memfd("kad-buffer", bytes);
+  if (!fd.ok()) return fd.status();
+  void* data = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, *fd, 0);
+  if (data == MAP_FAILED) {
+    close(*fd);
+    return absl::ResourceExhaustedError(absl::StrFormat("cannot map %d bytes", bytes));
+  }
+  return add_buffer(std::make_unique<WorkerBuffer>(*this, bytes, static_cast<std::byte*>(data), *fd,
+                                                   /*owns_mapping=*/true));
+}
+
+absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::import_host_memory(
+    const HostMemoryRef& host) {
+  if (host.fd < 0) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("%s runs in a worker: host memory must come with its memfd", info().id));
+  }
+  const int fd = fcntl(host.fd, F_DUPFD_CLOEXEC, 0);
+  if (fd < 0) return absl::ResourceExhaustedError("cannot duplicate a buffer's memfd");
+  return add_buffer(std::make_unique<WorkerBuffer>(*this, host.bytes,
+                                                   static_cast<std::byte*>(host.data), fd,
+                                                   /*owns_mapping=*/false));
+}
+
+absl::StatusOr<std::unique_ptr<Queue>> IsolatedDevice::create_queue() {
+  auto q = std::make_unique<WorkerQueue>(*this);
+  absl::MutexLock lock(&mu_);
+  if (absl::Status s = ensure_worker(); !s.ok()) return s;
+  q->id_ = next_id_++;
+  IdRecord r{q->id_};
+  if (absl::Status s =
+          call(Op::kCreateQueue, bytes_of(r), -1, absl::Now() + pool_.options().start_timeout);
+      !s.ok()) {
+    q->id_ = 0;
+    return s;
+  }
+  queues_[q->id_] = q.get();
+  return std::unique_ptr<Queue>(std::move(q));
+}
+
+}  // namespace kad::server::worker

@@ -1,0 +1,125 @@
+// A device whose kernels run in a worker process (DESIGN §8). The daemon
+// keeps everything it trusts — handles, validation, the launch pipeline, the
+// buffers' memory — and an IsolatedDevice forwards only the driver's part
+// (compile, launch, wait) to one worker process of its own. On a CPU device
+// each session gets one, so a kernel can reach only its own session's
+// memory, and a crash or a hang costs only that session.
+//
+// Buffers live in memfds the daemon owns and maps; the worker maps them too.
+// When a worker dies (a signal, a deadline), the launches it held are lost:
+// the next wait on each queue that had some reports ABORTED (or, for the
+// launch that ran past its deadline, DEADLINE_EXCEEDED) naming the kernel,
+// how the worker ended and the launches lost. The next request starts a new
+// worker and gives it the session's buffers and queues again; kernels are
+// loaded into it as launches need them (from the on-disk code caches).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "core/backend.h"
+#include "server/worker/worker_pool.h"
+#include "server/worker/worker_process.h"
+
+namespace kad::server::worker {
+
+class WorkerBuffer;
+class WorkerQueue;
+
+// A kernel compiled in some worker. It holds what any worker needs to load
+// it, so that every session's worker shares one compile per key: the
+// compile request, whose lowering the code cache keeps.
+class WorkerKernel final : public CompiledKernel {
+ public:
+  WorkerKernel(uint64_t id, std::string entry, KernelLimits limits,
+               std::optional<std::vector<KernelParameter>> parameters, uint64_t compute_units,
+               std::string request)
+      : id_(id),
+        entry_(std::move(entry)),
+        limits_(limits),
+        parameters_(std::move(parameters)),
+        compute_units_(compute_units),
+        request_(std::move(request)) {}
+  const KernelLimits& limits() const override { return limits_; }
+  uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const override;
+  const std::vector<KernelParameter>* parameters() const override {
+    return parameters_ ? &*parameters_ : nullptr;
+  }
+  uint64_t id() const { return id_; }
+  const std::string& entry() const { return entry_; }
+  const std::string& request() const { return request_; }
+
+ private:
+  uint64_t id_;
+  std::string entry_;
+  KernelLimits limits_;
+  std::optional<std::vector<KernelParameter>> parameters_;
+  uint64_t compute_units_;
+  std::string request_;  // a serialized worker.v1.Compile
+};
+
+class IsolatedDevice final : public Device {
+ public:
+  // `shared` is the daemon's own device object: its description only is used.
+  IsolatedDevice(Device& shared, WorkerPool& pool) : shared_(shared), pool_(pool) {}
+  ~IsolatedDevice() override;  // stops the worker
+
+  const DeviceInfo& info() const override { return shared_.info(); }
+  absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) override;
+  absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
+  std::string compiler_options(const KernelSignature& signature,
+                               const Specialization& spec) const override {
+    return shared_.compiler_options(signature, spec);
+  }
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
+
+  // Kills the worker now, without waiting for a request in progress (which
+  // then fails): for a session that closes.
+  void stop_worker();
+  // The worker's process id now, 0 when none runs (for tests and status).
+  pid_t worker_pid() const;
+  // Workers this device started (1 + restarts).
+  uint64_t workers_started() const;
+
+ private:
+  friend class WorkerBuffer;
+  friend class WorkerQueue;
+
+  absl::Status ensure_worker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker failed to answer (`why`): ends it, and tells every queue
+  // which of its launches were lost. `deadline_queue` ran past its deadline.
+  void lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sends a request and returns the worker's answer, waiting until
+  // `deadline`; a worker that does not answer is lost (UNAVAILABLE).
+  absl::Status call(Op op, std::span<const std::byte> a, int fd, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Reads one kStatus answer into `reported`; the return is the transport's
+  // status (a deadline, a closed connection, a malformed answer).
+  absl::Status read_status(absl::Time deadline, absl::Status* reported)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::Status load(const WorkerKernel& kernel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  absl::StatusOr<std::unique_ptr<Buffer>> add_buffer(std::unique_ptr<WorkerBuffer> buffer);
+
+  Device& shared_;
+  WorkerPool& pool_;
+  mutable absl::Mutex mu_;
+  std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
+  uint64_t started_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<pid_t> running_pid_{0};                          // worker_'s, readable without mu_
+  absl::flat_hash_set<uint64_t> loaded_ ABSL_GUARDED_BY(mu_);  // kernels the worker has
+  absl::flat_hash_map<uint64_t, WorkerBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, WorkerQueue*> queues_ ABSL_GUARDED_BY(mu_);
+  uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  std::string reply_ ABSL_GUARDED_BY(mu_);  // a status message's bytes, reused
+};
+
+}  // namespace kad::server::worker

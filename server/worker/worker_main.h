@@ -1,0 +1,20 @@
+// The worker side of DESIGN §8: `kad --worker-fd N --worker-device ID` runs
+// one device for its daemon, on the socket it was started with, and does
+// what the daemon asks (worker_protocol.h) until the daemon hangs up. Client
+// kernels run here, never in the daemon: a kernel that crashes or loops
+// ends only this process.
+#pragma once
+
+#include "core/backend.h"
+
+namespace kad::server::worker {
+
+// Prepares the process to run untrusted code: it dies with its parent, dumps
+// no core, and keeps no descriptor but 0-2 and `fd`. Call first.
+void harden_worker_process(int fd);
+
+// Serves the daemon on `fd` with `device` (null: the device was not found,
+// and `why` says so in the hello). Returns the process's exit code.
+int serve_worker(int fd, Device* device, const absl::Status& why);
+
+}  // namespace kad::server::worker

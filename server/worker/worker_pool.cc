@@ -1,0 +1,103 @@
+#include "server/worker/worker_pool.h"
+
+#include <algorithm>
+
+#include "spdlog/spdlog.h"
+
+namespace kad::server::worker {
+
+WorkerPool::WorkerPool(WorkerOptions options) : options_(std::move(options)) {
+  refiller_ = std::thread([this] { refill(); });
+}
+
+WorkerPool::~WorkerPool() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  refiller_.join();
+  absl::MutexLock lock(&mu_);
+  ready_.clear();
+}
+
+void WorkerPool::keep_ready(const std::string& device_id) {
+  absl::MutexLock lock(&mu_);
+  if (std::find(devices_.begin(), devices_.end(), device_id) == devices_.end())
+    devices_.push_back(device_id);
+}
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::take(const std::string& device_id) {
+  absl::MutexLock lock(&mu_);
+  auto& ready = ready_[device_id];
+  if (!ready.empty()) {
+    ++stats_.taken_ready;
+  } else {
+    ++stats_.taken_cold;
+    ++wanted_[device_id];
+    const uint64_t failures = failures_;
+    auto started_or_failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return !ready_[device_id].empty() || failures_ != failures || stopping_;
+    };
+    mu_.Await(absl::Condition(&started_or_failed));
+    --wanted_[device_id];
+    if (ready_[device_id].empty()) {
+      auto f = failed_.find(device_id);
+      return f != failed_.end() ? f->second
+                                : absl::UnavailableError("kad is stopping: no worker started");
+    }
+  }
+  std::unique_ptr<WorkerProcess> w = std::move(ready_[device_id].back());
+  ready_[device_id].pop_back();
+  return w;
+}
+
+WorkerPool::Stats WorkerPool::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void WorkerPool::refill() {
+  for (;;) {
+    std::string device;
+    {
+      absl::MutexLock lock(&mu_);
+      // A device whose takes and spares outnumber its ready workers.
+      auto short_of = [this](const std::string& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        const bool spares = std::find(devices_.begin(), devices_.end(), d) != devices_.end();
+        const size_t want = static_cast<size_t>(wanted_[d] + (spares ? options_.spares : 0));
+        return ready_[d].size() < want;
+      };
+      auto next = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::string {
+        for (const auto& [d, n] : wanted_) {
+          if (n > 0 && short_of(d)) return d;
+        }
+        for (const std::string& d : devices_) {
+          if (short_of(d)) return d;
+        }
+        return {};
+      };
+      auto needs_one = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        return stopping_ || !next().empty();
+      };
+      mu_.Await(absl::Condition(&needs_one));
+      if (stopping_) return;
+      device = next();
+      ++stats_.started;
+    }
+    absl::StatusOr<std::unique_ptr<WorkerProcess>> w =
+        WorkerProcess::start(options_.command, device, options_.start_timeout);
+    absl::MutexLock lock(&mu_);
+    if (!w.ok()) {
+      // Takes waiting now fail with the reason; spares stop for this device
+      // (a take still tries again).
+      spdlog::warn("{}", std::string(w.status().message()));
+      failed_[device] = w.status();
+      ++failures_;
+      devices_.erase(std::remove(devices_.begin(), devices_.end(), device), devices_.end());
+      continue;
+    }
+    ready_[device].push_back(*std::move(w));
+  }
+}
+
+}  // namespace kad::server::worker

@@ -1,0 +1,73 @@
+// Workers started ahead of need (DESIGN §8, §9): a new session's first
+// allocation or queue takes a worker whose device is already up, and a
+// thread starts the next one in the background.
+//
+// That one thread starts every worker, spares and those a take needs at
+// once: a worker dies with the thread that started it (PR_SET_PDEATHSIG is
+// the parent *thread*'s), and the pool's thread lives as long as the pool.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "server/worker/worker_process.h"
+
+namespace kad::server::worker {
+
+struct WorkerOptions {
+  WorkerCommand command;  // empty executable: no workers, kernels run in the daemon
+  // A launch that runs longer ends its worker (--launch-timeout).
+  absl::Duration launch_timeout = absl::Seconds(60);
+  // A worker's compile: its compilers have --compile-timeout each, and the
+  // driver's own build comes after them.
+  absl::Duration compile_timeout = absl::Seconds(150);
+  absl::Duration start_timeout = absl::Seconds(30);
+  int spares = 1;  // started workers kept ready per device
+};
+
+class WorkerPool {
+ public:
+  explicit WorkerPool(WorkerOptions options);
+  ~WorkerPool();  // stops the spares
+  WorkerPool(const WorkerPool&) = delete;
+  WorkerPool& operator=(const WorkerPool&) = delete;
+
+  const WorkerOptions& options() const { return options_; }
+
+  // Keeps `spares` started workers for `device_id` from now on.
+  void keep_ready(const std::string& device_id);
+  // A started worker for `device_id`: a spare if one is ready, else one
+  // started now.
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> take(const std::string& device_id);
+
+  struct Stats {
+    uint64_t started = 0;      // workers started, spares included
+    uint64_t taken_ready = 0;  // takes served by a spare
+    uint64_t taken_cold = 0;   // takes that started a worker
+  };
+  Stats stats() const;
+
+ private:
+  void refill();
+
+  WorkerOptions options_;
+  mutable absl::Mutex mu_;
+  absl::flat_hash_map<std::string, std::vector<std::unique_ptr<WorkerProcess>>> ready_
+      ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> devices_ ABSL_GUARDED_BY(mu_);  // those that keep spares
+  // Takes waiting for a worker, per device, and why the last start failed.
+  absl::flat_hash_map<std::string, int> wanted_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
+  uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread refiller_;
+};
+
+}  // namespace kad::server::worker

@@ -1,0 +1,134 @@
+#include "server/worker/worker_process.h"
+
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+extern char** environ;
+
+namespace kad::server::worker {
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const WorkerCommand& command,
+                                                                    const std::string& device_id,
+                                                                    absl::Duration timeout) {
+  int fds[2];
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot make a worker's socketpair: %s", std::strerror(errno)));
+  }
+  std::vector<std::string> args{command.executable, "--worker-fd=3",
+                                absl::StrCat("--worker-device=", device_id)};
+  args.insert(args.end(), command.args.begin(), command.args.end());
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  // dup2 clears close-on-exec on the copy: the worker keeps fd 3 alone.
+  posix_spawn_file_actions_adddup2(&actions, fds[1], 3);
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  // Its own process group: a stop takes the compilers it started too.
+  posix_spawnattr_setpgroup(&attr, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  posix_spawnattr_setsigmask(&attr, &none);  // the daemon blocks SIGTERM in its threads
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+  pid_t pid = 0;
+  const int err =
+      posix_spawn(&pid, command.executable.c_str(), &actions, &attr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
+  close(fds[1]);
+  if (err != 0) {
+    close(fds[0]);
+    return absl::UnavailableError(
+        absl::StrFormat("cannot start a worker (%s): %s", command.executable, std::strerror(err)));
+  }
+  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(pid, fds[0]));
+
+  Header header;
+  absl::Status s = worker->connection().receive_header(&header, absl::Now() + timeout);
+  HelloRecord hello;
+  std::string message;
+  if (s.ok() && (header.op != static_cast<uint32_t>(Op::kHello) || header.size < sizeof hello ||
+                 header.size > sizeof hello + 4096)) {
+    s = absl::InternalError("the worker's first message is not a hello");
+  }
+  if (s.ok()) {
+    message.resize(header.size);
+    s = worker->connection().receive_payload(std::as_writable_bytes(std::span(message)),
+                                             absl::Now() + timeout);
+  }
+  if (!s.ok()) {
+    const std::string ended =
+        s.code() == absl::StatusCode::kDeadlineExceeded ? worker->stop() : worker->reap();
+    return absl::UnavailableError(absl::StrFormat("a worker for %s did not start (%s; it %s)",
+                                                  device_id, s.message(), ended));
+  }
+  std::memcpy(&hello, message.data(), sizeof hello);
+  if (hello.code != 0) {
+    worker->reap();
+    return absl::UnavailableError(absl::StrFormat("a worker for %s has no device: %s", device_id,
+                                                  message.substr(sizeof hello)));
+  }
+  return worker;
+}
+
+WorkerProcess::~WorkerProcess() {
+  stop();
+  close(connection_.fd());
+}
+
+std::string WorkerProcess::describe(int status) const {
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return absl::StrFormat("was killed by signal %d (%s)", sig, strsignal(sig));
+  }
+  if (WIFEXITED(status)) return absl::StrFormat("exited with status %d", WEXITSTATUS(status));
+  return "ended";
+}
+
+std::string WorkerProcess::stop() {
+  if (reaped_) return ended_;
+  kill(-pid_, SIGKILL);
+  kill(pid_, SIGKILL);
+  int status = 0;
+  while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+  }
+  reaped_ = true;
+  ended_ = describe(status);
+  return ended_;
+}
+
+std::string WorkerProcess::reap() {
+  if (reaped_) return ended_;
+  // A crash closes the socket as the process dies; give it a moment to end.
+  for (int i = 0; i < 200; ++i) {
+    siginfo_t info{};
+    if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+        info.si_pid == pid_) {
+      kill(-pid_, SIGKILL);  // what it started goes with it, while its group still has its id
+      int status = 0;
+      while (waitpid(pid_, &status, 0) < 0 && errno == EINTR) {
+      }
+      reaped_ = true;
+      ended_ = describe(status);
+      return ended_;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return stop();
+}
+
+}  // namespace kad::server::worker

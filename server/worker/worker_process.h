@@ -1,0 +1,57 @@
+// A worker process as the daemon sees it (DESIGN §8): started from kad's own
+// executable in worker mode on one end of a socketpair, watched through that
+// connection, and ended with SIGKILL when it must stop. Reaped always.
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/worker/worker_protocol.h"
+
+namespace kad::server::worker {
+
+// How to start a worker: the kad executable and the settings it shares with
+// the daemon (toolchain limits, code cache), as command-line flags.
+struct WorkerCommand {
+  std::string executable;
+  std::vector<std::string> args;
+};
+
+class WorkerProcess {
+ public:
+  // Starts a worker for `device_id` and waits, at most `timeout`, for its
+  // hello. UNAVAILABLE when it cannot start or has no such device.
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> start(const WorkerCommand& command,
+                                                              const std::string& device_id,
+                                                              absl::Duration timeout);
+  ~WorkerProcess();  // stop()s it
+  WorkerProcess(const WorkerProcess&) = delete;
+  WorkerProcess& operator=(const WorkerProcess&) = delete;
+
+  pid_t pid() const { return pid_; }
+  Connection& connection() { return connection_; }
+
+  // Kills the worker (and what it started) and reaps it; returns how it
+  // ended ("killed by signal 9 (Killed)"). Idempotent.
+  std::string stop();
+  // After its connection failed: waits a moment for the worker to end by
+  // itself (a crash closes the connection as it dies), else kills it, and
+  // returns how it ended: "killed by signal 11 (Segmentation fault)".
+  std::string reap();
+
+ private:
+  WorkerProcess(pid_t pid, int fd) : pid_(pid), connection_(fd) {}
+  std::string describe(int wait_status) const;
+
+  pid_t pid_;
+  Connection connection_;
+  bool reaped_ = false;
+  std::string ended_;
+};
+
+}  // namespace kad::server::worker

@@ -1,0 +1,132 @@
+// The daemon <-> worker protocol (DESIGN §8). A worker runs client kernels
+// for the daemon on one device; they talk over one end of a UNIX stream
+// socketpair each. Every message is a Header and `size` bytes of payload;
+// memory travels as file descriptors (SCM_RIGHTS), never as bytes.
+//
+// The daemon sends requests; the worker answers those that need an answer
+// (kHello's, kCompile, kLoadKernel, kImportBuffer, kCreateQueue, kWait), in
+// order, and nothing else. Launches, frees and queue releases are not
+// answered: a launch's failure is reported by the next wait on its queue.
+//
+// The worker trusts the daemon (its parent, same build). The daemon trusts
+// nothing a worker sends: sizes are bounded, and a malformed or missing
+// reply ends the worker.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "core/kernel.h"
+#include "core/launch_context.h"
+#include "core/launch_geometry.h"
+
+namespace kad::server::worker {
+
+enum class Op : uint32_t {
+  kHello = 1,     // worker -> daemon, once, when its device is ready (HelloRecord)
+  kCompile,       // IdRecord + worker.v1.Compile -> worker.v1.CompileReply
+  kLoadKernel,    // the same, for a kernel another worker compiled -> Status
+  kImportBuffer,  // ImportRecord + the memory's fd -> Status
+  kFreeBuffer,    // IdRecord
+  kCreateQueue,   // IdRecord -> Status
+  kReleaseQueue,  // IdRecord
+  kLaunch,        // LaunchRecord (only its first `nargs` arguments)
+  kWait,          // WaitRecord -> Status
+  kStatus,        // worker -> daemon: StatusRecord + message
+  kCompileReply,  // worker -> daemon: worker.v1.CompileReply
+};
+
+struct Header {
+  uint32_t op = 0;
+  uint32_t reserved = 0;
+  uint64_t size = 0;  // payload bytes after the header
+};
+
+struct HelloRecord {
+  int32_t pid = 0;
+  int32_t code = 0;  // absl::StatusCode: not OK when the worker has no device; a message follows
+};
+
+struct IdRecord {
+  uint64_t id = 0;
+};
+
+struct ImportRecord {
+  uint64_t buffer = 0;
+  uint64_t bytes = 0;
+};
+
+// One argument of a launch: a buffer by its worker id, a scalar's bits, or
+// a local memory size.
+struct ArgRecord {
+  uint8_t kind = 0;    // kad::ArgKind
+  uint8_t scalar = 0;  // kad::ScalarType
+  uint8_t pad[6] = {};
+  uint64_t value = 0;  // buffer id or scalar bits
+  uint64_t local_bytes = 0;
+};
+
+struct LaunchRecord {
+  uint64_t queue = 0;
+  uint64_t kernel = 0;
+  LaunchGeometry geometry;
+  LaunchContext context;
+  uint32_t nargs = 0;
+  uint32_t pad = 0;
+  ArgRecord args[kMaxKernelArgs];
+
+  // The bytes that travel: the arguments past `nargs` do not.
+  size_t wire_size() const { return offsetof(LaunchRecord, args) + nargs * sizeof(ArgRecord); }
+};
+
+// `event` counts the queue's launches in this worker, from 1.
+struct WaitRecord {
+  uint64_t queue = 0;
+  uint64_t event = 0;
+};
+
+struct StatusRecord {
+  int32_t code = 0;  // absl::StatusCode; a message of `size - sizeof(StatusRecord)` bytes follows
+  uint32_t pad = 0;
+};
+
+// The most a worker may send in one message: a compile's log fits.
+inline constexpr uint64_t kMaxReplyBytes = 8 << 20;
+
+// One end of the socketpair. Sends never raise SIGPIPE; a peer that is gone
+// is UNAVAILABLE.
+class Connection {
+ public:
+  explicit Connection(int fd) : fd_(fd) {}
+  int fd() const { return fd_; }
+
+  // Sends one message, with `pass_fd` attached when >= 0.
+  absl::Status send(Op op, std::span<const std::byte> a, std::span<const std::byte> b = {},
+                    int pass_fd = -1);
+  // Receives one header, waiting at most until `deadline` (InfiniteFuture:
+  // no bound). DEADLINE_EXCEEDED when nothing came; UNAVAILABLE when the
+  // peer closed. A descriptor that came with it goes to `*fd` (-1 if none).
+  absl::Status receive_header(Header* header, absl::Time deadline, int* fd = nullptr);
+  // Receives exactly `out.size()` bytes of payload.
+  absl::Status receive_payload(std::span<std::byte> out, absl::Time deadline);
+
+ private:
+  absl::Status wait_readable(absl::Time deadline);
+  int fd_;
+};
+
+template <typename T>
+std::span<const std::byte> bytes_of(const T& value) {
+  return std::as_bytes(std::span<const T>(&value, 1));
+}
+
+template <typename T>
+std::span<std::byte> writable_bytes_of(T& value) {
+  return std::as_writable_bytes(std::span<T>(&value, 1));
+}
+
+}  // namespace kad::server::worker

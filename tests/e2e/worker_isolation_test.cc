@@ -1,0 +1,236 @@
+// Issue 11 (DESIGN §8): client kernels run in worker processes, one per
+// session on a CPU device. A kernel that crashes its worker — a NULL store,
+// a far out-of-bounds write, __builtin_trap() — costs its own session the
+// launches its worker held (ABORTED, naming the kernel and the signal), and
+// nothing else: another session's kernel runs at the same time and after,
+// with correct results; the crashed session's buffers keep their data and
+// its next launch runs in a new worker; the daemon is the same process; and
+// kad's counters go back to where they were.
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "absl/cleanup/cleanup.h"
+#include "gmock/gmock.h"
+#include "tests/e2e/e2e.h"
+
+namespace kad {
+namespace {
+
+using client::Arg;
+using client::ArgSpec;
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+struct Hostile {
+  const char* name;
+  const char* source;  // kernel `hostile(KAD_CONTEXT, global int* out)`
+  const char* signal;  // how its worker ends
+};
+
+const Hostile kHostile[] = {
+    {"NullStore",
+     "kernel void hostile(KAD_CONTEXT, global int* out) {\n"
+     "  if (kad_active()) *(global volatile int*)0 = 1;\n}\n",
+     "signal 11"},
+    {"FarOutOfBoundsWrite",
+     "kernel void hostile(KAD_CONTEXT, global int* out) {\n"
+     "  if (kad_active()) ((global volatile int*)out)[(long)1 << 40] = 1;\n}\n",
+     "signal 11"},
+    {"BuiltinTrap",
+     "kernel void hostile(KAD_CONTEXT, global int* out) {\n"
+     "  if (kad_active()) __builtin_trap();\n}\n",
+     "signal 4"},
+};
+
+// A session whose fill kernel, queue and buffer are ready before the
+// hostile one strikes.
+struct Bystander {
+  std::unique_ptr<Client> client;
+  std::unique_ptr<client::Queue> queue;
+  client::Buffer buffer;
+  client::Kernel fill;
+};
+
+Bystander ready_bystander(const std::string& uri) {
+  Bystander b;
+  auto c = Client::connect(uri, "bystander");
+  EXPECT_TRUE(c.ok()) << c.status();
+  b.client = *std::move(c);
+  auto q = b.client->create_queue();
+  auto buf = b.client->allocate(1024 * sizeof(int32_t));
+  auto m = b.client->load_module(testing::kFillSource);
+  EXPECT_TRUE(q.ok() && buf.ok() && m.ok());
+  auto k = b.client->get_kernel(
+      *m,
+      {.entry = "fill", .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
+  EXPECT_TRUE(k.ok()) << k.status();
+  b.queue = *std::move(q);
+  b.buffer = *buf;
+  b.fill = *k;
+  return b;
+}
+
+void expect_fill(client::Queue& q, const client::Kernel& fill, const client::Buffer& buffer,
+                 int32_t value) {
+  const Arg args[] = {Arg::buffer(buffer), Arg::scalar<int32_t>(value)};
+  absl::Status s = q.launch(fill, client::Dims{1024}, nullptr, args).status();
+  ASSERT_TRUE(s.ok()) << s;
+  s = q.wait();
+  ASSERT_TRUE(s.ok()) << s;
+  std::vector<int32_t> got(1024);
+  s = q.read(buffer, 0, testing::bytes_of(got));
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ(got, std::vector<int32_t>(1024, value));
+}
+
+class WorkerIsolation : public testing::DaemonSuite,
+                        public ::testing::WithParamInterface<std::tuple<Hostile, bool>> {};
+
+TEST_P(WorkerIsolation, ACrashingKernelCostsOnlyItsOwnSessionsLaunches) {
+  const auto& [hostile, over_tcp] = GetParam();
+  const std::string uri = over_tcp ? daemon().tcp_uri() : daemon().unix_uri();
+  auto observer = connect(daemon().tcp_uri(), "observer");
+  ASSERT_NE(observer, nullptr);
+  // The baseline: the observer alone (the last test's sessions close as
+  // their clients go, which kad learns a moment later).
+  absl::StatusOr<client::ServiceStatus> before;
+  for (int i = 0; i < 250; ++i) {
+    before = observer->status();
+    ASSERT_TRUE(before.ok()) << before.status();
+    if (before->sessions == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  ASSERT_EQ(before->sessions, 1u);
+  {
+    Bystander bystander = ready_bystander(over_tcp ? daemon().unix_uri() : daemon().tcp_uri());
+    ASSERT_NE(bystander.client, nullptr);
+    // The bystander works before, during and after the crash.
+    std::atomic<bool> stop{false};
+    std::atomic<int> rounds{0};
+    std::thread busy([&] {
+      for (int32_t v = 1; !stop.load(); ++v) {
+        expect_fill(*bystander.queue, bystander.fill, bystander.buffer, v);
+        rounds.fetch_add(1);
+      }
+    });
+    absl::Cleanup join = [&] {
+      stop.store(true);
+      busy.join();
+    };
+
+    auto c = connect(uri, "hostile");
+    ASSERT_NE(c, nullptr);
+    auto q = c->create_queue();
+    auto kept = c->allocate(1024 * sizeof(int32_t));
+    auto fill_module = c->load_module(testing::kFillSource);
+    auto m = c->load_module(hostile.source);
+    ASSERT_TRUE(q.ok() && kept.ok() && fill_module.ok() && m.ok()) << m.status();
+    auto fill = c->get_kernel(
+        *fill_module, {.entry = "fill",
+                       .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    auto k = c->get_kernel(*m, {.entry = "hostile", .args = {ArgSpec::buffer()}});
+    ASSERT_TRUE(fill.ok() && k.ok()) << k.status();
+    expect_fill(**q, *fill, *kept, 5);
+
+    const Arg args[] = {Arg::buffer(*kept)};
+    absl::Status crashed = (*q)->launch(*k, client::Dims{4}, nullptr, args).status();
+    if (crashed.ok()) crashed = (*q)->wait();
+    EXPECT_EQ(crashed.code(), absl::StatusCode::kAborted) << crashed;
+    EXPECT_THAT(crashed.message(),
+                AllOf(HasSubstr("kernel `hostile`"), HasSubstr(hostile.signal),
+                      HasSubstr("launch 2 was lost"), HasSubstr("the session's worker")));
+
+    // Its buffers live in the daemon's memory: still there, data intact.
+    std::vector<int32_t> got(1024);
+    ASSERT_TRUE((*q)->read(*kept, 0, testing::bytes_of(got)).ok());
+    EXPECT_EQ(got, std::vector<int32_t>(1024, 5));
+    // And its next launch runs, in a new worker.
+    expect_fill(**q, *fill, *kept, 6);
+
+    // The bystander went on through the crash: two more rounds, checked.
+    const int seen = rounds.load();
+    while (rounds.load() < seen + 2 && !::testing::Test::HasFailure())
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    EXPECT_GE(rounds.load(), seen + 2);
+  }
+  testing::expect_bystander_served(daemon().unix_uri(), 41);
+  testing::expect_bystander_served(daemon().tcp_uri(), 42);
+
+  // Sessions end when their clients go: kad's counters come back.
+  const client::ServiceStatus after = testing::status_back_to(*observer, *before);
+  EXPECT_EQ(after.sessions, before->sessions);
+  EXPECT_EQ(after.buffers, before->buffers);
+  EXPECT_EQ(after.queues, before->queues);
+  EXPECT_EQ(after.kernels, before->kernels);
+  EXPECT_EQ(after.queue_depth, before->queue_depth);
+  EXPECT_THAT(daemon().log(), HasSubstr("a session's worker"));
+  EXPECT_EQ(kill(daemon().pid(), 0), 0) << "the daemon itself is gone";
+}
+
+INSTANTIATE_TEST_SUITE_P(Kernels, WorkerIsolation,
+                         ::testing::Combine(::testing::ValuesIn(kHostile), ::testing::Bool()),
+                         [](const auto& info) {
+                           return std::string(std::get<0>(info.param).name) +
+                                  (std::get<1>(info.param) ? "OverTcp" : "OverSharedMemory");
+                         });
+
+// A session cannot read another's memory even by its address: each worker
+// maps only its own session's buffers. Session A's kernel reports where A's
+// buffer (holding a secret) lies; session B's kernel loads from that address
+// in its own worker, where it is unmapped (a crash of B's worker) or B's own
+// memory — never A's secret, which a kernel in the daemon's process read.
+TEST_F(WorkerIsolation, AKernelCannotReadAnotherSessionsBufferByItsAddress) {
+  constexpr int64_t kSecret = 0x5EC12E75EC12E7;
+  constexpr char kWhere[] =
+      "kernel void where(KAD_CONTEXT, global long* out, global long* secret) {\n"
+      "  if (kad_global_linear() == 0) { secret[0] = 0x5EC12E75EC12E7L; out[0] = (long)secret; "
+      "}\n}\n";
+  constexpr char kPeek[] =
+      "kernel void peek(KAD_CONTEXT, global long* out, long address) {\n"
+      "  if (kad_global_linear() == 0) out[0] = *(global volatile long*)address;\n}\n";
+  auto a = connect(daemon().unix_uri(), "a");
+  auto b = connect(daemon().unix_uri(), "b");
+  ASSERT_TRUE(a && b);
+
+  auto qa = a->create_queue();
+  auto out_a = a->allocate(sizeof(int64_t));
+  auto secret = a->allocate(sizeof(int64_t));
+  auto ma = a->load_module(kWhere);
+  ASSERT_TRUE(qa.ok() && out_a.ok() && secret.ok() && ma.ok()) << ma.status();
+  auto where =
+      a->get_kernel(*ma, {.entry = "where", .args = {ArgSpec::buffer(), ArgSpec::buffer()}});
+  ASSERT_TRUE(where.ok()) << where.status();
+  const Arg where_args[] = {Arg::buffer(*out_a), Arg::buffer(*secret)};
+  ASSERT_TRUE((*qa)->launch(*where, client::Dims{1}, nullptr, where_args).ok());
+  int64_t address = 0;
+  ASSERT_TRUE((*qa)->read(*out_a, 0, std::as_writable_bytes(std::span(&address, 1))).ok());
+  ASSERT_NE(address, 0);
+
+  auto qb = b->create_queue();
+  auto out_b = b->allocate(sizeof(int64_t));
+  auto mb = b->load_module(kPeek);
+  ASSERT_TRUE(qb.ok() && out_b.ok() && mb.ok()) << mb.status();
+  auto peek = b->get_kernel(
+      *mb,
+      {.entry = "peek", .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI64)}});
+  ASSERT_TRUE(peek.ok()) << peek.status();
+  const Arg peek_args[] = {Arg::buffer(*out_b), Arg::scalar<int64_t>(address)};
+  absl::Status peeked = (*qb)->launch(*peek, client::Dims{1}, nullptr, peek_args).status();
+  if (peeked.ok()) peeked = (*qb)->wait();
+  if (peeked.ok()) {
+    int64_t seen = 0;
+    ASSERT_TRUE((*qb)->read(*out_b, 0, std::as_writable_bytes(std::span(&seen, 1))).ok());
+    EXPECT_NE(seen, kSecret) << "session b read session a's buffer";
+  } else {
+    EXPECT_EQ(peeked.code(), absl::StatusCode::kAborted) << peeked;
+  }
+  // A's memory is untouched either way.
+  int64_t kept = 0;
+  ASSERT_TRUE((*qa)->read(*secret, 0, std::as_writable_bytes(std::span(&kept, 1))).ok());
+  EXPECT_EQ(kept, kSecret);
+}
+
+}  // namespace
+}  // namespace kad
