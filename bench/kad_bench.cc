@@ -201,19 +201,31 @@ class InprocRunner final : public Runner {
   kad::EventId last_ = 0;
 };
 
-// The daemon of the client modes, in this process.
-kad::testing::InProcessDaemon& daemon() {
+// The daemons of the client modes, in this process: kernels run in it
+// (shm, grpc-unix, grpc-tcp) or in worker processes it starts, as kad does
+// by default (worker-shm, worker-grpc-unix: the worker hop of DESIGN §8).
+kad::testing::InProcessDaemon& daemon(bool workers = false) {
   static auto* d = new kad::testing::InProcessDaemon("bench");
-  return *d;
+  static auto* w = new kad::testing::InProcessDaemon("bench-workers", /*workers=*/true);
+  return workers ? *w : *d;
+}
+
+// A client mode's URI: "worker-shm" is "shm" on the daemon with workers.
+std::string uri_for(const std::string& mode) {
+  if (absl::StartsWith(mode, "worker-")) return daemon(true).uri(mode.substr(7));
+  return daemon().uri(mode);
 }
 
 std::unique_ptr<Runner> runner_for(const std::string& mode) {
   if (mode == "raw") return raw_runner();
   if (mode == "inproc") return std::make_unique<InprocRunner>();
-  return std::make_unique<ClientRunner>(daemon().uri(mode));
+  return std::make_unique<ClientRunner>(uri_for(mode));
 }
 
 const std::vector<std::string> kModes = {"raw", "inproc", "shm", "grpc-unix", "grpc-tcp"};
+// The worker hop, beside the modes above in launch/, pipelined/,
+// time_to_load and concurrency/.
+const std::vector<std::string> kWorkerModes = {"worker-shm", "worker-grpc-unix"};
 
 // What the registered raw/ cases launch: --prepare_gpu_cache lowers these.
 std::vector<Work> g_raw_works;
@@ -289,7 +301,9 @@ void register_all() {
       {"3D static workgroup, dynamic ndrange", {{4, 4, 4}, {4, 4, 4}, false, true, false}},
       {"3D static workgroup, static ndrange", {{4, 4, 4}, {4, 4, 4}, true, true, false}},
   };
-  for (const std::string& mode : kModes) {
+  std::vector<std::string> launch_modes = kModes;
+  launch_modes.insert(launch_modes.end(), kWorkerModes.begin(), kWorkerModes.end());
+  for (const std::string& mode : launch_modes) {
     for (const auto& [name, shape] : launches) {
       Work w{"scale", "float", shape};
       note_work(mode, w);
@@ -350,7 +364,7 @@ void register_all() {
     }
   }
   // pipelined/: launches per second without waiting for each.
-  for (const std::string& mode : kModes) {
+  for (const std::string& mode : launch_modes) {
     Work w{"scale", "float", {{16}, {16}, false, true, false}};
     note_work(mode, w);
     benchmark::RegisterBenchmark((mode + "/pipelined/static workgroup, dynamic ndrange").c_str(),
@@ -457,11 +471,11 @@ void register_processes() {
       ->UseManualTime()
       ->Iterations(3)
       ->Unit(benchmark::kMillisecond);
-  for (const std::string mode : {"shm", "grpc-unix"}) {
+  for (const std::string mode : {"shm", "grpc-unix", "worker-shm", "worker-grpc-unix"}) {
     benchmark::RegisterBenchmark(
         (mode + "/time_to_load/new client's connect and first launch of a cached kernel").c_str(),
         [mode](benchmark::State& s) {
-          const std::string uri = daemon().uri(mode);
+          const std::string uri = uri_for(mode);
           // A client process links libkad_client alone, as a user's program does.
           time_process({KAD_BENCH_CLIENT_PATH, uri});  // compiles once, in kad
           for (auto _ : s) {
@@ -498,49 +512,49 @@ void register_processes() {
   // concurrency: client processes launching on one device at once.
   const std::vector<int> counts =
       g_full ? std::vector<int>{1, 2, 4, 8, 16, 32} : std::vector<int>{1, 4, 16, 32};
-  for (int clients : counts) {
-    benchmark::RegisterBenchmark(
-        absl::StrFormat("shm/concurrency/clients:%d", clients).c_str(),
-        [clients](benchmark::State& s) {
-          const int launches = g_full ? 1000 : 200;
-          for (auto _ : s) {
-            std::vector<pid_t> pids;
-            std::vector<std::string> files;
-            const auto t = Clock::now();
-            for (int c = 0; c < clients; ++c) {
-              files.push_back(absl::StrFormat("/tmp/kad-bench-lat-%d-%d", getpid(), c));
-              pids.push_back(
-                  kad::testing::spawn({g_self, "--worker", "latency", daemon().uri("shm"),
-                                       std::to_string(launches), files.back()}));
+  for (const std::string mode : {"shm", "worker-shm"})
+    for (int clients : counts) {
+      benchmark::RegisterBenchmark(
+          absl::StrFormat("%s/concurrency/clients:%d", mode, clients).c_str(),
+          [clients, mode](benchmark::State& s) {
+            const int launches = g_full ? 1000 : 200;
+            for (auto _ : s) {
+              std::vector<pid_t> pids;
+              std::vector<std::string> files;
+              const auto t = Clock::now();
+              for (int c = 0; c < clients; ++c) {
+                files.push_back(absl::StrFormat("/tmp/kad-bench-lat-%d-%d", getpid(), c));
+                pids.push_back(kad::testing::spawn({g_self, "--worker", "latency", uri_for(mode),
+                                                    std::to_string(launches), files.back()}));
+              }
+              bool ok = true;
+              for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
+              const double wall = seconds_since(t);
+              if (!ok) return s.SkipWithError("a client failed");
+              std::vector<double> latencies, rates;
+              for (const std::string& f : files) {
+                std::ifstream in(f);
+                double total, us;
+                in >> total;
+                rates.push_back(launches / total);
+                while (in >> us) latencies.push_back(us);
+                std::filesystem::remove(f);
+              }
+              std::sort(latencies.begin(), latencies.end());
+              const double sum = std::accumulate(rates.begin(), rates.end(), 0.0);
+              double squares = 0;
+              for (double r : rates) squares += r * r;
+              s.SetIterationTime(wall);
+              s.counters["launches_per_s"] = clients * launches / wall;
+              s.counters["p50_us"] = latencies[latencies.size() / 2];
+              s.counters["p99_us"] = latencies[latencies.size() * 99 / 100];
+              s.counters["jain"] = sum * sum / (clients * squares);
             }
-            bool ok = true;
-            for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
-            const double wall = seconds_since(t);
-            if (!ok) return s.SkipWithError("a client failed");
-            std::vector<double> latencies, rates;
-            for (const std::string& f : files) {
-              std::ifstream in(f);
-              double total, us;
-              in >> total;
-              rates.push_back(launches / total);
-              while (in >> us) latencies.push_back(us);
-              std::filesystem::remove(f);
-            }
-            std::sort(latencies.begin(), latencies.end());
-            const double sum = std::accumulate(rates.begin(), rates.end(), 0.0);
-            double squares = 0;
-            for (double r : rates) squares += r * r;
-            s.SetIterationTime(wall);
-            s.counters["launches_per_s"] = clients * launches / wall;
-            s.counters["p50_us"] = latencies[latencies.size() / 2];
-            s.counters["p99_us"] = latencies[latencies.size() * 99 / 100];
-            s.counters["jain"] = sum * sum / (clients * squares);
-          }
-        })
-        ->UseManualTime()
-        ->Iterations(1)
-        ->Unit(benchmark::kMillisecond);
-  }
+          })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMillisecond);
+    }
 }
 
 // --prepare_gpu_cache: lowers every raw kernel of the profile to PTX into the

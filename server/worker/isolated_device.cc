@@ -211,6 +211,8 @@ class WorkerQueue final : public Queue {
 IsolatedDevice::~IsolatedDevice() {
   absl::MutexLock lock(&mu_);
   running_pid_.store(0);
+  // Killed already when its session closed; otherwise it may end cleanly.
+  if (worker_) worker_->finish(absl::Milliseconds(500));
   worker_.reset();
 }
 
@@ -232,29 +234,27 @@ uint64_t IsolatedDevice::workers_started() const {
 }
 
 absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* reported) {
-  Connection& c = worker_->connection();
   Header header;
-  if (absl::Status s = c.receive_header(&header, deadline); !s.ok()) return s;
-  if (header.op != static_cast<uint32_t>(Op::kStatus) || header.size < sizeof(StatusRecord) ||
-      header.size > kMaxReplyBytes) {
-    return absl::InternalError(
-        absl::StrFormat("the worker answered with message %d of %d bytes", header.op, header.size));
-  }
-  StatusRecord r;
-  if (absl::Status s = c.receive_payload(writable_bytes_of(r), deadline); !s.ok()) return s;
-  const size_t text = header.size - sizeof r;
-  if (reply_.size() < text) reply_.resize(text);
-  if (absl::Status s =
-          c.receive_payload(std::as_writable_bytes(std::span<char>(reply_.data(), text)), deadline);
+  std::span<const std::byte> payload;
+  if (absl::Status s = worker_->reader().next(&header, &payload, nullptr, deadline, kMaxReplyBytes);
       !s.ok()) {
     return s;
   }
+  StatusRecord r;
+  if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof r) {
+    return absl::InternalError(
+        absl::StrFormat("the worker answered with message %d of %d bytes", header.op, header.size));
+  }
+  std::memcpy(&r, payload.data(), sizeof r);
   if (r.code < 0 || r.code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
     return absl::InternalError(absl::StrFormat("the worker answered with status %d", r.code));
   }
-  *reported = r.code == 0 ? absl::OkStatus()
-                          : absl::Status(static_cast<absl::StatusCode>(r.code),
-                                         absl::string_view(reply_.data(), text));
+  *reported =
+      r.code == 0
+          ? absl::OkStatus()
+          : absl::Status(static_cast<absl::StatusCode>(r.code),
+                         absl::string_view(reinterpret_cast<const char*>(payload.data() + sizeof r),
+                                           payload.size() - sizeof r));
   return absl::OkStatus();
 }
 
@@ -363,23 +363,20 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   const uint64_t id = next_kernel_id.fetch_add(1);
   std::string message = to_message(request).SerializeAsString();
   IdRecord r{id};
-  Connection& c = worker_->connection();
   const absl::Time deadline = absl::Now() + pool_.options().compile_timeout;
-  absl::Status transport = c.send(Op::kCompile, bytes_of(r), bytes_of_string(message));
+  absl::Status transport =
+      worker_->connection().send(Op::kCompile, bytes_of(r), bytes_of_string(message));
   Header header;
-  if (transport.ok()) transport = c.receive_header(&header, deadline);
-  if (transport.ok() &&
-      (header.op != static_cast<uint32_t>(Op::kCompileReply) || header.size > kMaxReplyBytes)) {
+  std::span<const std::byte> payload;
+  if (transport.ok()) {
+    transport = worker_->reader().next(&header, &payload, nullptr, deadline, kMaxReplyBytes);
+  }
+  if (transport.ok() && header.op != static_cast<uint32_t>(Op::kCompileReply)) {
     transport = absl::InternalError(absl::StrFormat(
         "the worker answered a compile with message %d of %d bytes", header.op, header.size));
   }
-  std::string payload;
-  if (transport.ok()) {
-    payload.resize(header.size);
-    transport = c.receive_payload(std::as_writable_bytes(std::span(payload)), deadline);
-  }
   wire::CompileReply reply;
-  if (transport.ok() && !reply.ParseFromString(payload)) {
+  if (transport.ok() && !reply.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     transport = absl::InternalError("the worker's compile reply does not parse");
   }
   if (!transport.ok()) {

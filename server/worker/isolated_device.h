@@ -119,7 +119,6 @@ class IsolatedDevice final : public Device {
   absl::flat_hash_map<uint64_t, WorkerBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, WorkerQueue*> queues_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
-  std::string reply_ ABSL_GUARDED_BY(mu_);  // a status message's bytes, reused
 };
 
 }  // namespace kad::server::worker

@@ -49,13 +49,14 @@ class WorkerServer {
   WorkerServer(int fd, Device& device) : connection_(fd), device_(device) {}
 
   int run() {
+    MessageReader reader(connection_);
     for (;;) {
       Header header;
+      std::span<const std::byte> payload;
       int fd = -1;
-      if (!connection_.receive_header(&header, absl::InfiniteFuture(), &fd).ok()) return 0;
-      if (header.size > payload_.size()) payload_.resize(header.size);
-      std::span<std::byte> payload(payload_.data(), header.size);
-      if (!connection_.receive_payload(payload, absl::InfiniteFuture()).ok()) return 0;
+      // The daemon hung up (or is gone): the worker's work is over.
+      if (!reader.next(&header, &payload, &fd, absl::InfiniteFuture(), uint64_t{1} << 40).ok())
+        return 0;
       if (absl::Status s = handle(static_cast<Op>(header.op), payload, fd); !s.ok()) {
         // The daemon sent what it never sends: give up rather than guess.
         std::fprintf(stderr, "kad worker: %s\n", std::string(s.message()).c_str());
@@ -238,7 +239,6 @@ class WorkerServer {
 
   Connection connection_;
   Device& device_;
-  std::vector<std::byte> payload_;
   LaunchRecord launch_;
   std::array<KernelArg, kMaxKernelArgs> args_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CompiledKernel>> kernels_;

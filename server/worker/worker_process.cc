@@ -58,17 +58,12 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Worker
   std::unique_ptr<WorkerProcess> worker(new WorkerProcess(pid, fds[0]));
 
   Header header;
-  absl::Status s = worker->connection().receive_header(&header, absl::Now() + timeout);
   HelloRecord hello;
-  std::string message;
-  if (s.ok() && (header.op != static_cast<uint32_t>(Op::kHello) || header.size < sizeof hello ||
-                 header.size > sizeof hello + 4096)) {
+  std::span<const std::byte> payload;
+  absl::Status s =
+      worker->reader().next(&header, &payload, nullptr, absl::Now() + timeout, sizeof hello + 4096);
+  if (s.ok() && (header.op != static_cast<uint32_t>(Op::kHello) || header.size < sizeof hello)) {
     s = absl::InternalError("the worker's first message is not a hello");
-  }
-  if (s.ok()) {
-    message.resize(header.size);
-    s = worker->connection().receive_payload(std::as_writable_bytes(std::span(message)),
-                                             absl::Now() + timeout);
   }
   if (!s.ok()) {
     const std::string ended =
@@ -76,11 +71,13 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Worker
     return absl::UnavailableError(absl::StrFormat("a worker for %s did not start (%s; it %s)",
                                                   device_id, s.message(), ended));
   }
-  std::memcpy(&hello, message.data(), sizeof hello);
+  std::memcpy(&hello, payload.data(), sizeof hello);
   if (hello.code != 0) {
+    const std::string why(reinterpret_cast<const char*>(payload.data()) + sizeof hello,
+                          payload.size() - sizeof hello);
     worker->reap();
-    return absl::UnavailableError(absl::StrFormat("a worker for %s has no device: %s", device_id,
-                                                  message.substr(sizeof hello)));
+    return absl::UnavailableError(
+        absl::StrFormat("a worker for %s has no device: %s", device_id, why));
   }
   return worker;
 }
@@ -111,10 +108,9 @@ std::string WorkerProcess::stop() {
   return ended_;
 }
 
-std::string WorkerProcess::reap() {
-  if (reaped_) return ended_;
-  // A crash closes the socket as the process dies; give it a moment to end.
-  for (int i = 0; i < 200; ++i) {
+bool WorkerProcess::reap_within(absl::Duration grace) {
+  const absl::Time deadline = absl::Now() + grace;
+  for (;;) {
     siginfo_t info{};
     if (waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
         info.si_pid == pid_) {
@@ -124,11 +120,23 @@ std::string WorkerProcess::reap() {
       }
       reaped_ = true;
       ended_ = describe(status);
-      return ended_;
+      return true;
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    if (absl::Now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }
-  return stop();
+}
+
+std::string WorkerProcess::finish(absl::Duration grace) {
+  if (reaped_) return ended_;
+  shutdown(connection_.fd(), SHUT_RDWR);
+  return reap_within(grace) ? ended_ : stop();
+}
+
+std::string WorkerProcess::reap() {
+  if (reaped_) return ended_;
+  // A crash closes the socket as the process dies; give it a moment to end.
+  return reap_within(absl::Seconds(1)) ? ended_ : stop();
 }
 
 }  // namespace kad::server::worker

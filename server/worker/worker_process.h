@@ -35,10 +35,14 @@ class WorkerProcess {
 
   pid_t pid() const { return pid_; }
   Connection& connection() { return connection_; }
+  MessageReader& reader() { return reader_; }
 
   // Kills the worker (and what it started) and reaps it; returns how it
   // ended ("killed by signal 9 (Killed)"). Idempotent.
   std::string stop();
+  // Hangs up, so that the worker ends by itself (it exits when the daemon
+  // hangs up), and kills it if it has not within `grace`.
+  std::string finish(absl::Duration grace);
   // After its connection failed: waits a moment for the worker to end by
   // itself (a crash closes the connection as it dies), else kills it, and
   // returns how it ended: "killed by signal 11 (Segmentation fault)".
@@ -47,9 +51,12 @@ class WorkerProcess {
  private:
   WorkerProcess(pid_t pid, int fd) : pid_(pid), connection_(fd) {}
   std::string describe(int wait_status) const;
+  // Reaps the worker if it has ended within `grace`; false if it still runs.
+  bool reap_within(absl::Duration grace);
 
   pid_t pid_;
   Connection connection_;
+  MessageReader reader_{connection_};
   bool reaped_ = false;
   std::string ended_;
 };

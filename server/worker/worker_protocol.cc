@@ -4,6 +4,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -73,14 +74,12 @@ absl::Status Connection::wait_readable(absl::Time deadline) {
   }
 }
 
-absl::Status Connection::receive_header(Header* header, absl::Time deadline, int* fd) {
-  if (fd != nullptr) *fd = -1;
-  std::byte* out = reinterpret_cast<std::byte*>(header);
-  size_t got = 0;
+absl::Status Connection::receive_some(std::span<std::byte> out, size_t* got, int* fd,
+                                      absl::Time deadline) {
   // Read first, poll only when nothing is there: a reply that is already
   // waiting costs one system call.
-  while (got < sizeof(Header)) {
-    iovec iov{out + got, sizeof(Header) - got};
+  for (;;) {
+    iovec iov{out.data(), out.size()};
     alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
     msghdr msg{};
     msg.msg_iov = &iov;
@@ -96,39 +95,71 @@ absl::Status Connection::receive_header(Header* header, absl::Time deadline, int
       }
       return absl::UnavailableError(absl::StrFormat("worker connection: %s", std::strerror(errno)));
     }
-    if (n == 0) return absl::UnavailableError("the worker's connection closed");
     for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
       if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
       const size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
       for (size_t i = 0; i < count; ++i) {
         int passed;
         std::memcpy(&passed, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-        if (fd != nullptr && *fd < 0) {
+        if (*fd < 0) {
           *fd = passed;
         } else {
-          close(passed);  // only one descriptor is ever expected
+          close(passed);  // one descriptor at a time is ever expected
         }
       }
     }
-    got += static_cast<size_t>(n);
+    if (n == 0) return absl::UnavailableError("the worker's connection closed");
+    *got = static_cast<size_t>(n);
+    return absl::OkStatus();
+  }
+}
+
+MessageReader::~MessageReader() {
+  if (pending_fd_ >= 0) close(pending_fd_);
+}
+
+absl::Status MessageReader::fill(size_t needed, absl::Time deadline) {
+  while (end_ - begin_ < needed) {
+    if (buffer_.size() - begin_ < needed || buffer_.size() == end_) {
+      // Move what is unread to the front, and make room for the message.
+      std::memmove(buffer_.data(), buffer_.data() + begin_, end_ - begin_);
+      end_ -= begin_;
+      begin_ = 0;
+      if (buffer_.size() < std::max<size_t>(needed, 64 << 10))
+        buffer_.resize(std::max<size_t>(needed, 64 << 10));
+    }
+    size_t got = 0;
+    std::span<std::byte> room(buffer_.data() + end_, buffer_.size() - end_);
+    const bool had_fd = pending_fd_ >= 0;
+    if (absl::Status s = connection_.receive_some(room, &got, &pending_fd_, deadline); !s.ok())
+      return s;
+    end_ += got;
+    if (!had_fd && pending_fd_ >= 0) fd_at_ = read_ + (end_ - begin_) - 1;
   }
   return absl::OkStatus();
 }
 
-absl::Status Connection::receive_payload(std::span<std::byte> out, absl::Time deadline) {
-  size_t got = 0;
-  while (got < out.size()) {
-    const ssize_t n = recv(fd_, out.data() + got, out.size() - got, MSG_DONTWAIT);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        if (absl::Status s = wait_readable(deadline); !s.ok()) return s;
-        continue;
-      }
-      return absl::UnavailableError(absl::StrFormat("worker connection: %s", std::strerror(errno)));
+absl::Status MessageReader::next(Header* header, std::span<const std::byte>* payload, int* fd,
+                                 absl::Time deadline, uint64_t max_size) {
+  if (absl::Status s = fill(sizeof(Header), deadline); !s.ok()) return s;
+  std::memcpy(header, buffer_.data() + begin_, sizeof(Header));
+  if (header->size > max_size) {
+    return absl::InternalError(
+        absl::StrFormat("a message of %d bytes, more than the %d allowed", header->size, max_size));
+  }
+  if (absl::Status s = fill(sizeof(Header) + header->size, deadline); !s.ok()) return s;
+  *payload = std::span<const std::byte>(buffer_.data() + begin_ + sizeof(Header), header->size);
+  const uint64_t start = read_, length = sizeof(Header) + header->size;
+  begin_ += length;
+  read_ += length;
+  if (fd != nullptr) *fd = -1;
+  if (pending_fd_ >= 0 && fd_at_ < start + length) {
+    if (fd != nullptr && fd_at_ >= start) {
+      *fd = pending_fd_;
+    } else {
+      close(pending_fd_);  // not this message's: the peer is broken
     }
-    if (n == 0) return absl::UnavailableError("the worker's connection closed");
-    got += static_cast<size_t>(n);
+    pending_fd_ = -1;
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -107,16 +108,42 @@ class Connection {
   // Sends one message, with `pass_fd` attached when >= 0.
   absl::Status send(Op op, std::span<const std::byte> a, std::span<const std::byte> b = {},
                     int pass_fd = -1);
-  // Receives one header, waiting at most until `deadline` (InfiniteFuture:
-  // no bound). DEADLINE_EXCEEDED when nothing came; UNAVAILABLE when the
-  // peer closed. A descriptor that came with it goes to `*fd` (-1 if none).
-  absl::Status receive_header(Header* header, absl::Time deadline, int* fd = nullptr);
-  // Receives exactly `out.size()` bytes of payload.
-  absl::Status receive_payload(std::span<std::byte> out, absl::Time deadline);
+  // Receives what has arrived, at least one byte, waiting at most until
+  // `deadline` (InfiniteFuture: no bound): DEADLINE_EXCEEDED when nothing
+  // came, UNAVAILABLE when the peer closed. A descriptor that came with the
+  // bytes goes to `*fd` (else it stays as it was).
+  absl::Status receive_some(std::span<std::byte> out, size_t* got, int* fd, absl::Time deadline);
 
  private:
   absl::Status wait_readable(absl::Time deadline);
   int fd_;
+};
+
+// Reads messages through a buffer: one system call takes all that has
+// arrived, however many messages that is (a pipeline of launches).
+class MessageReader {
+ public:
+  explicit MessageReader(Connection& connection) : connection_(connection) {}
+  ~MessageReader();
+
+  // The next message; its payload stays valid until the next call. At most
+  // `max_size` bytes of payload (INTERNAL past it: a peer that sends more is
+  // broken). The descriptor sent with it, if any, goes to `*fd` (-1 if none);
+  // the caller owns it.
+  absl::Status next(Header* header, std::span<const std::byte>* payload, int* fd,
+                    absl::Time deadline, uint64_t max_size);
+
+ private:
+  absl::Status fill(size_t needed, absl::Time deadline);
+  Connection& connection_;
+  std::vector<std::byte> buffer_;
+  size_t begin_ = 0, end_ = 0;  // the bytes received and not yet read
+  uint64_t read_ = 0;           // stream offset of buffer_[begin_]
+  // One descriptor at most is ever in flight. The kernel hands it over with
+  // the bytes of the message it was sent with, and ends that read there: it
+  // belongs to the message holding the read's last byte, at `fd_at_`.
+  int pending_fd_ = -1;
+  uint64_t fd_at_ = 0;
 };
 
 template <typename T>

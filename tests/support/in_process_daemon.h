@@ -19,10 +19,18 @@ namespace kad::testing {
 
 class InProcessDaemon {
  public:
-  explicit InProcessDaemon(const std::string& name) {
+  // `workers`: kernels on CPU devices run in worker processes started from
+  // the kad executable (KAD_DAEMON_PATH), as kad runs them by default;
+  // otherwise in this process.
+  explicit InProcessDaemon(const std::string& name, bool workers = false) {
     socket_ = absl::StrFormat("/tmp/kad-%s-%d.sock", name, getpid());
     server::DaemonOptions options;
     options.listen = {"unix:" + socket_, "tcp://127.0.0.1:0"};
+#ifdef KAD_DAEMON_PATH
+    if (workers) options.workers.command = {KAD_DAEMON_PATH, {}};
+#else
+    (void)workers;
+#endif
     auto d = server::Daemon::start(discover_devices(), std::move(options));
     if (d.ok()) daemon_ = *std::move(d);
   }

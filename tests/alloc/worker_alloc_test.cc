@@ -1,0 +1,118 @@
+// DESIGN §7 with worker processes (§8): a warm launch on a device served by
+// a worker allocates nothing in the daemon (the IsolatedDevice on this
+// thread) nor in the worker. The worker is tests/support/counting_worker.cc,
+// which reports its serving thread's allocations when it ends: a session of
+// 100 warm launches and one of 400 must leave the same count behind, so the
+// launches themselves allocated nothing there.
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "core/launch.h"
+#include "gtest/gtest.h"
+#include "server/worker/isolated_device.h"
+#include "tests/support/alloc_counter.h"
+#include "tests/support/pocl.h"
+#include "tests/support/test_kernels.h"
+
+namespace kad {
+namespace {
+
+using server::worker::IsolatedDevice;
+using server::worker::WorkerPool;
+using testing::AllocCounter;
+
+constexpr int64_t kElements = 1024;
+
+struct SessionCounts {
+  uint64_t daemon_allocs = 0;  // this thread, over the warm launches
+  uint64_t worker_allocs = 0;  // the worker's serving thread, over its whole life
+};
+
+class WorkerAllocations : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    report_ = absl::StrCat(::testing::TempDir(), "kad-worker-allocs-", getpid());
+    setenv("KAD_WORKER_ALLOC_REPORT", report_.c_str(), 1);
+    pool_ = std::make_unique<WorkerPool>(
+        server::worker::WorkerOptions{.command = {KAD_COUNTING_WORKER_PATH, {}}, .spares = 0});
+  }
+
+  // One session's device, `launches` warm synchronous launches, then the
+  // worker's report once the device is gone.
+  SessionCounts session(int launches) {
+    SessionCounts out;
+    auto device = std::make_unique<IsolatedDevice>(testing::pocl_device(), *pool_);
+    auto module = Module::create(ModuleFormat::kOpenClC, testing::kAffineKernel);
+    EXPECT_TRUE(module.ok()) << module.status();
+    auto kernel = Kernel::create(*module, {"affine",
+                                           std::nullopt,
+                                           std::nullopt,
+                                           {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32),
+                                            ArgSpec::scalar_of(ScalarType::kI32)},
+                                           ""});
+    EXPECT_TRUE(kernel.ok()) << kernel.status();
+    auto queue = device->create_queue();
+    auto buffer = device->allocate(kElements * sizeof(int32_t));
+    EXPECT_TRUE(queue.ok() && buffer.ok()) << queue.status() << buffer.status();
+    if (!kernel.ok() || !queue.ok() || !buffer.ok()) return out;
+    const pid_t pid = device->worker_pid();
+    EXPECT_GT(pid, 0);
+
+    const NdRange range{Dims{kElements}};
+    auto launch_and_wait = [&](int32_t k) {
+      const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(3),
+                                KernelArg::of_scalar<int32_t>(k)};
+      absl::StatusOr<LaunchResult> r = launch(**kernel, **queue, cache_, {&range, nullptr, args});
+      return r.ok() ? (*queue)->wait(r->event) : r.status();
+    };
+    for (int32_t k = 0; k < 3; ++k) EXPECT_TRUE(launch_and_wait(k).ok());  // compiles, loads
+    {
+      AllocCounter counter;
+      for (int32_t k = 0; k < launches; ++k) {
+        if (absl::Status s = launch_and_wait(k); !s.ok()) {
+          ADD_FAILURE() << s;
+          break;
+        }
+      }
+      out.daemon_allocs = counter.counts().kad_allocs;
+    }
+    std::vector<int32_t> host(kElements);
+    EXPECT_TRUE((*queue)->read_buffer(**buffer, 0, std::as_writable_bytes(std::span(host))).ok());
+    for (int64_t i = 0; i < kElements; ++i)
+      EXPECT_EQ(host[static_cast<size_t>(i)], static_cast<int32_t>(i) * 3 + launches - 1);
+
+    queue->reset();
+    buffer->reset();
+    device.reset();  // the worker ends by itself and reports
+    const std::string report = absl::StrCat(report_, ".", pid);
+    std::ifstream in(report);
+    EXPECT_TRUE(in >> out.worker_allocs) << "worker " << pid << " wrote no report";
+    std::filesystem::remove(report);
+    return out;
+  }
+
+  std::string report_;
+  std::unique_ptr<WorkerPool> pool_;
+  KernelCache cache_;
+};
+
+TEST_F(WorkerAllocations, AWarmLaunchAllocatesNothingInTheDaemonOrTheWorker) {
+  // Two sessions before the counted ones: the cache holds the kernel, and
+  // lazily made state (PoCL's, the allocator's) is in place in the daemon.
+  session(10);
+  session(10);
+  const SessionCounts few = session(100);
+  const SessionCounts many = session(400);
+  EXPECT_EQ(few.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
+  EXPECT_EQ(many.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
+  EXPECT_GT(few.worker_allocs, 0u) << "the worker's count sees its set-up";
+  EXPECT_EQ(many.worker_allocs, few.worker_allocs)
+      << "300 more warm launches allocated in the worker";
+}
+
+}  // namespace
+}  // namespace kad

@@ -1,0 +1,121 @@
+// The daemon <-> worker framing (server/worker/worker_protocol.h) over a
+// real socketpair: messages read in batches keep their boundaries, a passed
+// descriptor reaches the message it was sent with even when earlier
+// messages arrive in the same read, and a peer that sends too much or hangs
+// up is an error, not a hang.
+#include "server/worker/worker_protocol.h"
+
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kad::server::worker {
+namespace {
+
+class WorkerProtocol : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    a_ = fds[0];
+    b_ = fds[1];
+  }
+  void TearDown() override {
+    if (a_ >= 0) close(a_);
+    if (b_ >= 0) close(b_);
+  }
+  int a_ = -1, b_ = -1;
+};
+
+TEST_F(WorkerProtocol, ADescriptorReachesItsOwnMessageBehindOthersInTheSameRead) {
+  Connection sender(a_), receiver(b_);
+  const int memfd = memfd_create("kad-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  ASSERT_EQ(ftruncate(memfd, 4096), 0);
+  const IdRecord freed{7};
+  const ImportRecord imported{8, 4096};
+  ASSERT_TRUE(sender.send(Op::kFreeBuffer, bytes_of(freed)).ok());
+  ASSERT_TRUE(sender.send(Op::kFreeBuffer, bytes_of(freed)).ok());
+  ASSERT_TRUE(sender.send(Op::kImportBuffer, bytes_of(imported), {}, memfd).ok());
+  close(memfd);
+
+  MessageReader reader(receiver);
+  Header h;
+  std::span<const std::byte> payload;
+  int fd = -2;
+  for (int i = 0; i < 2; ++i) {
+    ASSERT_TRUE(reader.next(&h, &payload, &fd, absl::Now() + absl::Seconds(5), 1024).ok());
+    EXPECT_EQ(h.op, static_cast<uint32_t>(Op::kFreeBuffer));
+    EXPECT_EQ(fd, -1) << "message " << i << " took the descriptor";
+  }
+  ASSERT_TRUE(reader.next(&h, &payload, &fd, absl::Now() + absl::Seconds(5), 1024).ok());
+  EXPECT_EQ(h.op, static_cast<uint32_t>(Op::kImportBuffer));
+  ASSERT_EQ(payload.size(), sizeof(ImportRecord));
+  ImportRecord got;
+  std::memcpy(&got, payload.data(), sizeof got);
+  EXPECT_EQ(got.buffer, 8u);
+  ASSERT_GE(fd, 0);
+  EXPECT_EQ(lseek(fd, 0, SEEK_END), 4096);  // the memfd itself
+  close(fd);
+}
+
+TEST_F(WorkerProtocol, ALargeMessageArrivesWholeBetweenSmallOnes) {
+  Connection sender(a_), receiver(b_);
+  std::vector<std::byte> big(3 << 20);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<std::byte>(i * 7);
+  std::thread writer([&] {
+    const IdRecord small{1};
+    EXPECT_TRUE(sender.send(Op::kWait, bytes_of(small)).ok());
+    EXPECT_TRUE(sender.send(Op::kCompile, big).ok());
+    EXPECT_TRUE(sender.send(Op::kWait, bytes_of(small)).ok());
+  });
+  MessageReader reader(receiver);
+  Header h;
+  std::span<const std::byte> payload;
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  ASSERT_TRUE(reader.next(&h, &payload, nullptr, deadline, 8 << 20).ok());
+  EXPECT_EQ(payload.size(), sizeof(IdRecord));
+  ASSERT_TRUE(reader.next(&h, &payload, nullptr, deadline, 8 << 20).ok());
+  EXPECT_EQ(h.op, static_cast<uint32_t>(Op::kCompile));
+  EXPECT_TRUE(std::equal(payload.begin(), payload.end(), big.begin(), big.end()));
+  ASSERT_TRUE(reader.next(&h, &payload, nullptr, deadline, 8 << 20).ok());
+  EXPECT_EQ(h.op, static_cast<uint32_t>(Op::kWait));
+  writer.join();
+}
+
+TEST_F(WorkerProtocol, AMessageOverTheLimitIsRefusedBeforeItIsRead) {
+  Connection sender(a_), receiver(b_);
+  std::vector<std::byte> payload_bytes(4096);
+  ASSERT_TRUE(sender.send(Op::kStatus, payload_bytes).ok());
+  MessageReader reader(receiver);
+  Header h;
+  std::span<const std::byte> payload;
+  const absl::Status s = reader.next(&h, &payload, nullptr, absl::Now() + absl::Seconds(5), 1024);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInternal) << s;
+  EXPECT_NE(s.message().find("4096 bytes"), std::string::npos) << s;
+}
+
+TEST_F(WorkerProtocol, SilenceIsADeadlineAndAHangUpIsUnavailable) {
+  Connection sender(a_), receiver(b_);
+  MessageReader reader(receiver);
+  Header h;
+  std::span<const std::byte> payload;
+  EXPECT_EQ(reader.next(&h, &payload, nullptr, absl::Now() + absl::Milliseconds(50), 1024).code(),
+            absl::StatusCode::kDeadlineExceeded);
+  close(a_);
+  a_ = -1;
+  EXPECT_EQ(reader.next(&h, &payload, nullptr, absl::Now() + absl::Seconds(5), 1024).code(),
+            absl::StatusCode::kUnavailable);
+  // And sending to a peer that is gone is an error, not SIGPIPE.
+  Connection back(b_);
+  const IdRecord r{1};
+  EXPECT_EQ(back.send(Op::kWait, bytes_of(r)).code(), absl::StatusCode::kUnavailable);
+}
+
+}  // namespace
+}  // namespace kad::server::worker

@@ -1,0 +1,39 @@
+// A kad worker that counts its heap allocations (DESIGN §7, §8): it serves
+// its daemon as `kad --worker-fd 3 --worker-device ID` does, and when the
+// daemon hangs up writes the allocations its serving thread made outside
+// driver calls to $KAD_WORKER_ALLOC_REPORT.<pid>. Started by
+// tests/alloc/worker_alloc_test.cc through a WorkerPool.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "backends/registry.h"
+#include "server/worker/worker_main.h"
+#include "tests/support/alloc_counter.h"
+
+int main(int argc, char** argv) {
+  int fd = -1;
+  std::string device_id;
+  for (int i = 1; i < argc; ++i) {
+    const std::string arg = argv[i];
+    if (absl::StartsWith(arg, "--worker-fd=") && !absl::SimpleAtoi(arg.substr(12), &fd)) return 2;
+    if (absl::StartsWith(arg, "--worker-device=")) device_id = arg.substr(16);
+  }
+  if (fd < 0) return 2;
+  kad::server::worker::harden_worker_process(fd);
+  kad::DeviceRegistry registry = kad::discover_devices({});
+  kad::Device* device = registry.find(device_id);
+  const absl::Status why = device != nullptr ? absl::OkStatus() : absl::NotFoundError(device_id);
+  const kad::testing::AllocCounter counter;
+  const int code = kad::server::worker::serve_worker(3, device, why);
+  const uint64_t allocs = counter.counts().kad_allocs;
+  if (const char* report = std::getenv("KAD_WORKER_ALLOC_REPORT")) {
+    std::ofstream(absl::StrCat(report, ".", getpid())) << allocs << "\n";
+  }
+  return code;
+}
