@@ -359,7 +359,9 @@ absl::StatusOr<uint64_t> Engine::get_kernel(Session& s, uint64_t module,
   return handle;
 }
 
-absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view device_id) {
+absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view device_id,
+                                              absl::Duration launch_timeout,
+                                              absl::Duration* effective) {
   absl::StatusOr<Device*> device = device_for(device_id);
   if (!device.ok()) return device.status();
   size_t index = 0;
@@ -367,8 +369,17 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   absl::MutexLock lock(&s.mu);
   if (absl::Status quota = check_object_quota(s); !quota.ok()) return quota;
   Device* on = session_device(s, *device);
-  absl::StatusOr<std::unique_ptr<Queue>> q = on->create_queue();
+  absl::Duration timeout = absl::ZeroDuration();
+  absl::StatusOr<std::unique_ptr<Queue>> q;
+  if (on != *device) {
+    const absl::Duration cap = workers_->options().launch_timeout;
+    timeout = launch_timeout <= absl::ZeroDuration() ? cap : std::min(launch_timeout, cap);
+    q = s.isolated[*device]->create_queue(timeout);
+  } else {
+    q = on->create_queue();
+  }
   if (!q.ok()) return q.status();
+  if (effective != nullptr) *effective = timeout;
   auto sq = std::make_shared<SessionQueue>();
   sq->queue = *std::move(q);
   sq->device = on;

@@ -96,7 +96,12 @@ class Engine {
   };
   absl::StatusOr<LoadedModule> load_module(Session& s, ModuleFormat format, std::string code);
   absl::StatusOr<uint64_t> get_kernel(Session& s, uint64_t module, KernelSignature signature);
-  absl::StatusOr<uint64_t> create_queue(Session& s, absl::string_view device_id);
+  // `launch_timeout`: the client's deadline for the queue's launches (zero:
+  // the daemon's), capped by the daemon's; `*effective` gets the deadline
+  // the queue has (zero where none is enforced).
+  absl::StatusOr<uint64_t> create_queue(Session& s, absl::string_view device_id,
+                                        absl::Duration launch_timeout = absl::ZeroDuration(),
+                                        absl::Duration* effective = nullptr);
   // NOT_FOUND unless the session has this queue.
   absl::Status check_queue(Session& s, uint64_t queue);
 

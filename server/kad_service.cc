@@ -221,9 +221,14 @@ grpc::Status KadService::CreateQueue(grpc::ServerContext* context,
                                      v1::CreateQueueResponse* response) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
-  absl::StatusOr<uint64_t> q = engine_.create_queue(**s, request->device_id());
+  absl::Duration timeout;
+  absl::StatusOr<uint64_t> q = engine_.create_queue(
+      **s, request->device_id(),
+      absl::Milliseconds(std::min<uint64_t>(request->launch_timeout_ms(), uint64_t{1} << 40)),
+      &timeout);
   if (!q.ok()) return to_grpc(q.status());
   response->set_queue(*q);
+  response->set_launch_timeout_ms(static_cast<uint64_t>(absl::ToInt64Milliseconds(timeout)));
   return grpc::Status::OK;
 }
 

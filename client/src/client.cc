@@ -348,24 +348,36 @@ absl::StatusOr<client::Kernel> Client::get_kernel(const client::Module& module,
   return client::Kernel{response.kernel()};
 }
 
-absl::StatusOr<std::unique_ptr<client::Queue>> Client::create_queue(absl::string_view device) {
+absl::StatusOr<std::unique_ptr<client::Queue>> Client::create_queue(absl::string_view device,
+                                                                    absl::Duration launch_timeout) {
   grpc::ClientContext context;
   connection_->attach(context);
   v1::CreateQueueRequest request;
   request.set_device_id(std::string(device));
+  if (launch_timeout > absl::ZeroDuration()) {
+    request.set_launch_timeout_ms(
+        static_cast<uint64_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(launch_timeout))));
+  }
   v1::CreateQueueResponse response;
   if (auto s = client::from_grpc(connection_->stub->CreateQueue(&context, request, &response));
       !s.ok())
     return s;
   const uint64_t queue = response.queue();
+  std::unique_ptr<client::Queue> made;
   if (connection_->transport != client::TransportChoice::kGrpc && !connection_->unix_path.empty()) {
     auto shm = client::make_shm_transport(connection_, queue);
-    if (shm.ok())
-      return std::unique_ptr<client::Queue>(new client::Queue(connection_, queue, *std::move(shm)));
-    if (connection_->transport == client::TransportChoice::kShm) return shm.status();
+    if (shm.ok()) {
+      made.reset(new client::Queue(connection_, queue, *std::move(shm)));
+    } else if (connection_->transport == client::TransportChoice::kShm) {
+      return shm.status();
+    }
   }
-  return std::unique_ptr<client::Queue>(
-      new client::Queue(connection_, queue, client::make_grpc_transport(connection_, queue)));
+  if (!made) {
+    made.reset(
+        new client::Queue(connection_, queue, client::make_grpc_transport(connection_, queue)));
+  }
+  made->launch_timeout_ = absl::Milliseconds(response.launch_timeout_ms());
+  return made;
 }
 
 }  // namespace kad

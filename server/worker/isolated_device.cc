@@ -65,7 +65,8 @@ class WorkerBuffer final : public Buffer {
 
 class WorkerQueue final : public Queue {
  public:
-  explicit WorkerQueue(IsolatedDevice& device) : device_(device) {}
+  WorkerQueue(IsolatedDevice& device, absl::Duration launch_timeout)
+      : device_(device), launch_timeout_(launch_timeout) {}
   ~WorkerQueue() override {
     absl::MutexLock lock(&device_.mu_);
     device_.queues_.erase(id_);
@@ -176,7 +177,11 @@ class WorkerQueue final : public Queue {
     // A launch starts once the one before it is done: its deadline counts
     // from then, or from its submission if that came later.
     const absl::Time since = std::max(launched_[oldest % kRing].submitted, confirmed_at_);
-    const absl::Time deadline = since + device_.pool_.options().launch_timeout;
+    // A wait that comes long after its launches finds the deadline past,
+    // though they may well be done: it gives the answer a moment (at most a
+    // second) before it takes the launch for one that still runs.
+    const absl::Time deadline = std::max(since + launch_timeout_,
+                                         absl::Now() + std::min(launch_timeout_, absl::Seconds(1)));
     WaitRecord w{id_, event - base_};
     absl::Status sent = device_.worker_->connection().send(Op::kWait, bytes_of(w));
     absl::Status reported;
@@ -194,6 +199,7 @@ class WorkerQueue final : public Queue {
   }
 
   IsolatedDevice& device_;
+  const absl::Duration launch_timeout_;
   uint64_t id_ = 0;
   // Guarded by device_.mu_. Events count this queue's launches from 1, over
   // every worker the queue has had; the worker counts from `base_`.
@@ -279,7 +285,9 @@ absl::Status IsolatedDevice::ensure_worker() {
   worker_ = *std::move(w);
   running_pid_.store(worker_->pid());
   ++started_;
-  loaded_.clear();
+  // A spare comes with the device's recently used kernels already loaded.
+  loaded_ = std::move(worker_->preloaded);
+  worker_->preloaded.clear();
   // A new worker (after a crash) gets the session's buffers and queues again.
   const absl::Time deadline = absl::Now() + pool_.options().start_timeout;
   for (const auto& [id, b] : buffers_) {
@@ -300,7 +308,6 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
   // Reaped below: from now on its pid may name another process.
   running_pid_.store(0);
   const std::string ended = deadline ? worker_->stop() : worker_->reap();
-  const std::string timeout = absl::FormatDuration(pool_.options().launch_timeout);
   for (auto& [id, q] : queues_) {
     const EventId last = q->next_ - 1;
     const EventId first = std::max(q->confirmed_, q->base_) + 1;
@@ -315,7 +322,7 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
       q->loss_ = absl::DeadlineExceededError(absl::StrFormat(
           "kernel `%s` (launch %d) ran past the launch deadline of %s: kad stopped the "
           "session's worker (pid %d) on %s; %s",
-          kernel, first, timeout, pid, info().id, lost));
+          kernel, first, absl::FormatDuration(q->launch_timeout_), pid, info().id, lost));
     } else if (deadline) {
       q->loss_ = absl::AbortedError(absl::StrFormat(
           "the session's worker (pid %d) on %s was stopped for a launch past its deadline on "
@@ -341,7 +348,7 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   IdRecord r{kernel.id()};
   absl::Status reported;
   absl::Status transport =
-      worker_->connection().send(Op::kLoadKernel, bytes_of(r), bytes_of_string(kernel.request()));
+      worker_->connection().send(Op::kLoadKernel, bytes_of(r), bytes_of_string(*kernel.request()));
   if (transport.ok()) {
     transport = read_status(absl::Now() + pool_.options().compile_timeout, &reported);
   }
@@ -352,7 +359,10 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
         absl::StrFormat("loading kernel `%s` into the session's worker (pid %d) on %s failed: %s",
                         kernel.entry(), pid, info().id, transport.message()));
   }
-  if (reported.ok()) loaded_.insert(kernel.id());
+  if (reported.ok()) {
+    loaded_.insert(kernel.id());
+    pool_.remember(info().id, kernel.id(), kernel.request());
+  }
   return reported;
 }
 
@@ -397,9 +407,11 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   absl::StatusOr<CompiledKernelInfo> compiled = from_reply(reply);
   if (!compiled.ok()) return compiled.status();
   loaded_.insert(id);
+  auto shared = std::make_shared<const std::string>(std::move(message));
+  pool_.remember(info().id, id, shared);
   return std::make_unique<WorkerKernel>(id, request.signature.entry, compiled->limits,
                                         std::move(compiled->parameters),
-                                        info().limits.compute_units, std::move(message));
+                                        info().limits.compute_units, std::move(shared));
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::add_buffer(
@@ -444,8 +456,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::import_host_memory(
                                                    /*owns_mapping=*/false));
 }
 
-absl::StatusOr<std::unique_ptr<Queue>> IsolatedDevice::create_queue() {
-  auto q = std::make_unique<WorkerQueue>(*this);
+absl::StatusOr<std::unique_ptr<Queue>> IsolatedDevice::create_queue(absl::Duration launch_timeout) {
+  auto q = std::make_unique<WorkerQueue>(*this, launch_timeout);
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ensure_worker(); !s.ok()) return s;
   q->id_ = next_id_++;

@@ -40,7 +40,7 @@ class WorkerKernel final : public CompiledKernel {
  public:
   WorkerKernel(uint64_t id, std::string entry, KernelLimits limits,
                std::optional<std::vector<KernelParameter>> parameters, uint64_t compute_units,
-               std::string request)
+               std::shared_ptr<const std::string> request)
       : id_(id),
         entry_(std::move(entry)),
         limits_(limits),
@@ -54,7 +54,7 @@ class WorkerKernel final : public CompiledKernel {
   }
   uint64_t id() const { return id_; }
   const std::string& entry() const { return entry_; }
-  const std::string& request() const { return request_; }
+  const std::shared_ptr<const std::string>& request() const { return request_; }
 
  private:
   uint64_t id_;
@@ -62,7 +62,7 @@ class WorkerKernel final : public CompiledKernel {
   KernelLimits limits_;
   std::optional<std::vector<KernelParameter>> parameters_;
   uint64_t compute_units_;
-  std::string request_;  // a serialized worker.v1.Compile
+  std::shared_ptr<const std::string> request_;  // a serialized worker.v1.Compile
 };
 
 class IsolatedDevice final : public Device {
@@ -74,7 +74,11 @@ class IsolatedDevice final : public Device {
   const DeviceInfo& info() const override { return shared_.info(); }
   absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
   absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) override;
-  absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
+  // A queue whose launches may each run `launch_timeout`.
+  absl::StatusOr<std::unique_ptr<Queue>> create_queue(absl::Duration launch_timeout);
+  absl::StatusOr<std::unique_ptr<Queue>> create_queue() override {
+    return create_queue(pool_.options().launch_timeout);
+  }
   std::string compiler_options(const KernelSignature& signature,
                                const Specialization& spec) const override {
     return shared_.compiler_options(signature, spec);

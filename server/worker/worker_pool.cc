@@ -1,6 +1,7 @@
 #include "server/worker/worker_pool.h"
 
 #include <algorithm>
+#include <cstring>
 
 #include "spdlog/spdlog.h"
 
@@ -51,6 +52,44 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::take(const std::strin
   return w;
 }
 
+void WorkerPool::remember(const std::string& device_id, uint64_t kernel_id,
+                          std::shared_ptr<const std::string> request) {
+  absl::MutexLock lock(&mu_);
+  std::vector<RecentKernel>& recent = recent_[device_id];
+  std::erase_if(recent, [&](const RecentKernel& k) { return k.id == kernel_id; });
+  recent.insert(recent.begin(), {kernel_id, std::move(request)});
+  if (recent.size() > kRecentKernels) recent.pop_back();
+}
+
+void WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
+  std::vector<RecentKernel> recent;
+  {
+    absl::MutexLock lock(&mu_);
+    recent = recent_[device_id];
+  }
+  for (const RecentKernel& k : recent) {
+    const IdRecord r{k.id};
+    if (!worker.connection()
+             .send(Op::kLoadKernel, bytes_of(r),
+                   std::as_bytes(std::span<const char>(k.request->data(), k.request->size())))
+             .ok()) {
+      return;
+    }
+    Header header;
+    std::span<const std::byte> payload;
+    StatusRecord status;
+    if (!worker.reader()
+             .next(&header, &payload, nullptr, absl::Now() + options_.compile_timeout,
+                   kMaxReplyBytes)
+             .ok() ||
+        header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof status) {
+      return;  // a worker that cannot load is taken as it is; its first launch will tell
+    }
+    std::memcpy(&status, payload.data(), sizeof status);
+    if (status.code == 0) worker.preloaded.insert(k.id);
+  }
+}
+
 WorkerPool::Stats WorkerPool::stats() const {
   absl::MutexLock lock(&mu_);
   return stats_;
@@ -59,6 +98,7 @@ WorkerPool::Stats WorkerPool::stats() const {
 void WorkerPool::refill() {
   for (;;) {
     std::string device;
+    bool spare = false;  // for no take waiting now: it may take time to preload
     {
       absl::MutexLock lock(&mu_);
       // A device whose takes and spares outnumber its ready workers.
@@ -82,10 +122,12 @@ void WorkerPool::refill() {
       mu_.Await(absl::Condition(&needs_one));
       if (stopping_) return;
       device = next();
+      spare = wanted_[device] == 0;
       ++stats_.started;
     }
     absl::StatusOr<std::unique_ptr<WorkerProcess>> w =
         WorkerProcess::start(options_.command, device, options_.start_timeout);
+    if (w.ok() && spare) preload(**w, device);
     absl::MutexLock lock(&mu_);
     if (!w.ok()) {
       // Takes waiting now fail with the reason; spares stop for this device

@@ -46,6 +46,12 @@ class WorkerPool {
   // started now.
   absl::StatusOr<std::unique_ptr<WorkerProcess>> take(const std::string& device_id);
 
+  // `kernel_id` (its compile request `request`) ran on `device_id` just now:
+  // spares started from now on load it (the most recent 8 per device), so
+  // that a new session's first launch of it does not wait for the driver.
+  void remember(const std::string& device_id, uint64_t kernel_id,
+                std::shared_ptr<const std::string> request);
+
   struct Stats {
     uint64_t started = 0;      // workers started, spares included
     uint64_t taken_ready = 0;  // takes served by a spare
@@ -55,6 +61,8 @@ class WorkerPool {
 
  private:
   void refill();
+  // Loads the device's recent kernels into a spare before anyone takes it.
+  void preload(WorkerProcess& worker, const std::string& device_id);
 
   WorkerOptions options_;
   mutable absl::Mutex mu_;
@@ -65,6 +73,12 @@ class WorkerPool {
   absl::flat_hash_map<std::string, int> wanted_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  struct RecentKernel {
+    uint64_t id;
+    std::shared_ptr<const std::string> request;
+  };
+  static constexpr size_t kRecentKernels = 8;
+  absl::flat_hash_map<std::string, std::vector<RecentKernel>> recent_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::thread refiller_;

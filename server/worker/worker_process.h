@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "server/worker/worker_protocol.h"
@@ -34,6 +35,8 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Kernels (WorkerKernel ids) loaded before anyone took the worker.
+  absl::flat_hash_set<uint64_t> preloaded;
   Connection& connection() { return connection_; }
   MessageReader& reader() { return reader_; }
 

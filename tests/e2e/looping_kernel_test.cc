@@ -31,12 +31,12 @@ struct Looper {
 };
 
 // Starts the never-ending kernel in a session of its own.
-Looper start_looping(const std::string& uri) {
+Looper start_looping(const std::string& uri, absl::Duration launch_timeout = absl::ZeroDuration()) {
   Looper l;
   auto c = Client::connect(uri, "looper");
   EXPECT_TRUE(c.ok()) << c.status();
   l.client = *std::move(c);
-  auto q = l.client->create_queue();
+  auto q = l.client->create_queue("", launch_timeout);
   auto b = l.client->allocate(sizeof(int32_t));
   auto m = l.client->load_module(kSpin);
   EXPECT_TRUE(q.ok() && b.ok() && m.ok());
@@ -169,6 +169,63 @@ TEST(LoopingKernel, ClosingItsSessionEndsItsWorkerAtOnce) {
   EXPECT_EQ((*daemon)->stop(SIGTERM), 0) << (*daemon)->log();
   EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - sent).count(), 10);
   EXPECT_THAT((*daemon)->log(), ::testing::Not(::testing::HasSubstr("still run")));
+}
+
+TEST(LoopingKernel, AQueuesOwnLaunchTimeoutIsKeptAndCappedByTheDaemons) {
+  auto daemon = testing::Daemon::start({"--launch-timeout", "30"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto c = Client::connect((*daemon)->unix_uri(), "timeouts");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto daemons = (*c)->create_queue();
+  auto longer = (*c)->create_queue("", absl::Hours(1));
+  ASSERT_TRUE(daemons.ok() && longer.ok());
+  EXPECT_EQ((*daemons)->launch_timeout(), absl::Seconds(30));
+  EXPECT_EQ((*longer)->launch_timeout(), absl::Seconds(30)) << "not capped by the daemon's";
+
+  Looper looper = start_looping((*daemon)->tcp_uri(), absl::Seconds(1));
+  ASSERT_NE(looper.client, nullptr);
+  EXPECT_EQ(looper.queue->launch_timeout(), absl::Seconds(1));
+  const auto waited = Clock::now();
+  const absl::Status status = looper.queue->wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("launch deadline of 1s"));
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - waited).count(), 10);
+}
+
+// The deadline is on running, not on waiting: a launch that ended long ago
+// is not past its deadline when the client waits for it late.
+TEST(LoopingKernel, AWaitLongAfterAShortLaunchIsNotPastItsDeadline) {
+  auto daemon = testing::Daemon::start();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto c = Client::connect((*daemon)->tcp_uri(), "late");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto q = (*c)->create_queue("", absl::Seconds(1));
+  auto b = (*c)->allocate(16 * sizeof(int32_t));
+  auto m = (*c)->load_module(testing::kFillSource);
+  ASSERT_TRUE(q.ok() && b.ok() && m.ok());
+  auto k = (*c)->get_kernel(
+      *m,
+      {.entry = "fill", .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(3)};
+  const client::Dims n{16};
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*q)->submit(*k, &n, nullptr, args).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // past 1 s since submission
+  const absl::Status waited = (*q)->wait();
+  EXPECT_TRUE(waited.ok()) << waited;
+  std::vector<int32_t> got(16);
+  ASSERT_TRUE((*q)->read(*b, 0, testing::bytes_of(got)).ok());
+  EXPECT_EQ(got, std::vector<int32_t>(16, 3));
+}
+
+TEST(LoopingKernel, WithoutWorkersAQueueHasNoLaunchTimeout) {
+  auto daemon = testing::Daemon::start({"--no-workers"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto c = Client::connect((*daemon)->unix_uri(), "timeouts");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto q = (*c)->create_queue("", absl::Seconds(5));
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ((*q)->launch_timeout(), absl::ZeroDuration());
 }
 
 }  // namespace

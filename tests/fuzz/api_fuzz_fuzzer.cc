@@ -1091,6 +1091,10 @@ void Fuzzer::create_queue(const Target& t) {
   v1::CreateQueueRequest r;
   bool bogus_device;
   r.set_device_id(pick_device_id(&bogus_device));
+  // Any deadline is valid (kad caps it at its own); none short enough to end
+  // the model's kernels on a loaded machine.
+  const uint64_t timeouts[] = {0, 45'000, uint64_t{1} << 40, ~uint64_t{0}};
+  r.set_launch_timeout_ms(timeouts[rng_.below(4)]);
   Defects d = t.session_defects;
   if (t.live() && bogus_device) d.add(StatusCode::NOT_FOUND, "an unknown device");
   v1::CreateQueueResponse response;

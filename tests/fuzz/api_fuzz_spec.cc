@@ -18,17 +18,18 @@ bool listed(Code code, std::initializer_list<Code> codes) {
 bool launch_code(Code code) {
   return listed(code, {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::UNIMPLEMENTED,
                        Code::FAILED_PRECONDITION, Code::DEADLINE_EXCEEDED, Code::RESOURCE_EXHAUSTED,
-                       Code::UNAVAILABLE, Code::INTERNAL});
+                       Code::UNAVAILABLE, Code::ABORTED, Code::INTERNAL});
 }
 
+// A copy waits for its queue's launches: it reports their loss as a wait does.
 bool write_code(Code code) {
-  return listed(code,
-                {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::OUT_OF_RANGE, Code::INTERNAL});
+  return listed(code, {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::OUT_OF_RANGE, Code::INTERNAL,
+                       Code::ABORTED, Code::DEADLINE_EXCEEDED, Code::UNAVAILABLE});
 }
 
 bool read_code(Code code) {
-  return listed(code,
-                {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::OUT_OF_RANGE, Code::INTERNAL});
+  return listed(code, {Code::INVALID_ARGUMENT, Code::NOT_FOUND, Code::OUT_OF_RANGE, Code::INTERNAL,
+                       Code::ABORTED, Code::DEADLINE_EXCEEDED, Code::UNAVAILABLE});
 }
 
 bool needs_session(Call call) {

@@ -31,6 +31,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 namespace kad {
 
@@ -218,6 +219,11 @@ class Queue {
   absl::Status write(const Buffer& buffer, uint64_t offset, std::span<const std::byte> data);
   absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data);
 
+  // The longest one launch may run before kad stops it (DEADLINE_EXCEEDED
+  // at the next wait); zero where kad enforces none (kernels in its own
+  // process: --no-workers, GPU devices).
+  absl::Duration launch_timeout() const { return launch_timeout_; }
+
   class Transport;  // the gRPC stream or the shared-memory channel
 
  private:
@@ -227,6 +233,7 @@ class Queue {
   std::shared_ptr<Connection> connection_;
   uint64_t handle_;
   std::unique_ptr<Transport> transport_;
+  absl::Duration launch_timeout_;
 };
 
 }  // namespace client
@@ -259,7 +266,10 @@ class Client {
   absl::StatusOr<client::Module> load_module(client::ModuleFormat format, absl::string_view bytes);
   absl::StatusOr<client::Kernel> get_kernel(const client::Module& module,
                                             const client::KernelSpec& spec);
-  absl::StatusOr<std::unique_ptr<client::Queue>> create_queue(absl::string_view device = "");
+  // `launch_timeout`: how long one launch may run before kad stops it; zero
+  // takes the daemon's --launch-timeout, which also caps a longer one.
+  absl::StatusOr<std::unique_ptr<client::Queue>> create_queue(
+      absl::string_view device = "", absl::Duration launch_timeout = absl::ZeroDuration());
 
  private:
   explicit Client(std::shared_ptr<client::Connection> connection);
