@@ -68,7 +68,10 @@ bool Engine::isolated(const Device& shared) const {
 Device* Engine::session_device(Session& s, Device* shared) {
   if (!isolated(*shared)) return shared;
   std::shared_ptr<worker::IsolatedDevice>& own = s.isolated[shared];
-  if (!own) own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_);
+  if (!own) {
+    own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_);
+    workers_->watch(own);
+  }
   return own.get();
 }
 

@@ -170,8 +170,21 @@ class WorkerQueue final : public Queue {
       loss_pending_ = false;
       return loss_;
     }
+    if (!failed_.ok()) {  // a launch's failure the watchdog found
+      absl::Status failed = std::move(failed_);
+      failed_ = absl::OkStatus();
+      return failed;
+    }
     if (event <= std::max(confirmed_, base_)) return absl::OkStatus();
     if (!device_.worker_) return absl::UnavailableError("the session's worker is gone");
+    absl::Status waited = wait_in_worker(event);
+    if (!waited.ok() && loss_pending_) loss_pending_ = false;  // reported now
+    return waited;
+  }
+
+  // Asks the worker to wait for `event` (beyond what is confirmed), and ends
+  // the worker if the answer does not come by the running launch's deadline.
+  absl::Status wait_in_worker(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
     const EventId first = std::max(confirmed_, base_) + 1;
     const EventId oldest = next_ > kRing ? std::max(first, next_ - kRing) : first;
     // A launch starts once the one before it is done: its deadline counts
@@ -189,8 +202,7 @@ class WorkerQueue final : public Queue {
     if (!transport.ok()) {
       device_.lose_worker(transport,
                           transport.code() == absl::StatusCode::kDeadlineExceeded ? this : nullptr);
-      loss_pending_ = false;
-      return loss_;
+      return loss_;  // pending for every queue of the worker, this one included
     }
     if (!reported.ok()) return reported;
     confirmed_ = event;
@@ -198,8 +210,24 @@ class WorkerQueue final : public Queue {
     return absl::OkStatus();
   }
 
+  // The watchdog's check, for launches nobody waits for: the oldest launch
+  // not known complete, once its deadline has passed, is waited for (with a
+  // second's grace for the answer), so it is confirmed if done and its
+  // worker ended if not. What it finds waits for the client's next wait.
+  void check_deadline() ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+    const EventId first = std::max(confirmed_, base_) + 1;
+    if (!device_.worker_ || first >= next_) return;
+    const EventId oldest = next_ > kRing ? std::max(first, next_ - kRing) : first;
+    const absl::Time since = std::max(launched_[oldest % kRing].submitted, confirmed_at_);
+    if (absl::Now() < since + launch_timeout_) return;
+    absl::Status found = wait_in_worker(first);
+    // A loss stays pending (lose_worker marked it); a launch's failure is kept.
+    if (!found.ok() && !loss_pending_ && failed_.ok()) failed_ = std::move(found);
+  }
+
   IsolatedDevice& device_;
   const absl::Duration launch_timeout_;
+  absl::Status failed_;  // guarded by device_.mu_
   uint64_t id_ = 0;
   // Guarded by device_.mu_. Events count this queue's launches from 1, over
   // every worker the queue has had; the worker counts from `base_`.
@@ -233,6 +261,12 @@ void IsolatedDevice::stop_worker() {
 }
 
 pid_t IsolatedDevice::worker_pid() const { return running_pid_.load(); }
+
+void IsolatedDevice::check_deadlines() {
+  if (!mu_.TryLock()) return;  // a request in progress keeps the deadline itself
+  for (auto& [id, q] : queues_) q->check_deadline();
+  mu_.Unlock();
+}
 
 uint64_t IsolatedDevice::workers_started() const {
   absl::MutexLock lock(&mu_);

@@ -65,7 +65,7 @@ class WorkerKernel final : public CompiledKernel {
   std::shared_ptr<const std::string> request_;  // a serialized worker.v1.Compile
 };
 
-class IsolatedDevice final : public Device {
+class IsolatedDevice final : public Device, public DeadlineWatched {
  public:
   // `shared` is the daemon's own device object: its description only is used.
   IsolatedDevice(Device& shared, WorkerPool& pool) : shared_(shared), pool_(pool) {}
@@ -84,6 +84,8 @@ class IsolatedDevice final : public Device {
     return shared_.compiler_options(signature, spec);
   }
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
+
+  void check_deadlines() override;
 
   // Kills the worker now, without waiting for a request in progress (which
   // then fails): for a session that closes.

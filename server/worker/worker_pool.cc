@@ -9,6 +9,7 @@ namespace kad::server::worker {
 
 WorkerPool::WorkerPool(WorkerOptions options) : options_(std::move(options)) {
   refiller_ = std::thread([this] { refill(); });
+  watchdog_ = std::thread([this] { watchdog(); });
 }
 
 WorkerPool::~WorkerPool() {
@@ -17,6 +18,7 @@ WorkerPool::~WorkerPool() {
     stopping_ = true;
   }
   refiller_.join();
+  watchdog_.join();
   absl::MutexLock lock(&mu_);
   ready_.clear();
 }
@@ -87,6 +89,28 @@ void WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
     }
     std::memcpy(&status, payload.data(), sizeof status);
     if (status.code == 0) worker.preloaded.insert(k.id);
+  }
+}
+
+void WorkerPool::watch(std::weak_ptr<DeadlineWatched> device) {
+  absl::MutexLock lock(&mu_);
+  watched_.push_back(std::move(device));
+}
+
+void WorkerPool::watchdog() {
+  for (;;) {
+    std::vector<std::shared_ptr<DeadlineWatched>> devices;
+    {
+      absl::MutexLock lock(&mu_);
+      // Four times a second: a launch ends at most that much past its deadline.
+      auto stopping = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_; };
+      if (mu_.AwaitWithTimeout(absl::Condition(&stopping), absl::Milliseconds(250))) return;
+      std::erase_if(watched_, [](const auto& w) { return w.expired(); });
+      for (const auto& w : watched_) {
+        if (auto d = w.lock()) devices.push_back(std::move(d));
+      }
+    }
+    for (const auto& d : devices) d->check_deadlines();
   }
 }
 

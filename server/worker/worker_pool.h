@@ -20,6 +20,16 @@
 
 namespace kad::server::worker {
 
+// What the pool's watchdog looks at: a device whose workers run launches
+// with deadlines (IsolatedDevice).
+class DeadlineWatched {
+ public:
+  virtual ~DeadlineWatched() = default;
+  // Ends the worker of a launch past its deadline; never blocks on a
+  // request in progress (that request enforces the deadline itself).
+  virtual void check_deadlines() = 0;
+};
+
 struct WorkerOptions {
   WorkerCommand command;  // empty executable: no workers, kernels run in the daemon
   // A launch that runs longer ends its worker (--launch-timeout).
@@ -52,6 +62,10 @@ class WorkerPool {
   void remember(const std::string& device_id, uint64_t kernel_id,
                 std::shared_ptr<const std::string> request);
 
+  // Watches `device`'s launches from now until it goes: one that runs past
+  // its deadline ends its worker even if nobody waits for it.
+  void watch(std::weak_ptr<DeadlineWatched> device);
+
   struct Stats {
     uint64_t started = 0;      // workers started, spares included
     uint64_t taken_ready = 0;  // takes served by a spare
@@ -61,6 +75,7 @@ class WorkerPool {
 
  private:
   void refill();
+  void watchdog();
   // Loads the device's recent kernels into a spare before anyone takes it.
   void preload(WorkerProcess& worker, const std::string& device_id);
 
@@ -81,7 +96,9 @@ class WorkerPool {
   absl::flat_hash_map<std::string, std::vector<RecentKernel>> recent_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::weak_ptr<DeadlineWatched>> watched_ ABSL_GUARDED_BY(mu_);
   std::thread refiller_;
+  std::thread watchdog_;
 };
 
 }  // namespace kad::server::worker

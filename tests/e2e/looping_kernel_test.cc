@@ -138,6 +138,25 @@ TEST(LoopingKernel, ALaunchPastTheLaunchTimeoutEndsItsWorkerWithDeadlineExceeded
   EXPECT_EQ((*daemon)->stop(SIGTERM), 0) << (*daemon)->log();
 }
 
+// Nobody has to wait for a launch for its deadline to hold: the pool's
+// watchdog ends the worker, and the client hears of it at its next wait.
+TEST(LoopingKernel, ALaunchNobodyWaitsForEndsItsWorkerAtItsDeadline) {
+  auto daemon = testing::Daemon::start({"--launch-timeout", "2"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  Looper looper = start_looping((*daemon)->unix_uri());
+  ASSERT_NE(looper.client, nullptr);
+  const auto give_up = Clock::now() + std::chrono::seconds(20);
+  while ((*daemon)->log().find("was killed by signal 9") == std::string::npos &&
+         Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_THAT((*daemon)->log(), ::testing::HasSubstr("was killed by signal 9"));
+  const absl::Status status = looper.queue->wait();
+  EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+  EXPECT_THAT(status.message(), ::testing::HasSubstr("kernel `spin` (launch 1) ran past the launch "
+                                                     "deadline of 2s"));
+  testing::expect_bystander_served((*daemon)->unix_uri(), 9);
+}
+
 TEST(LoopingKernel, ClosingItsSessionEndsItsWorkerAtOnce) {
   auto daemon = testing::Daemon::start({"--drain-timeout", "60"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
