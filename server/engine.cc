@@ -491,6 +491,13 @@ EngineCounters Engine::counters() const {
   c.launches = launches_.load();
   c.sessions_opened = sessions_opened_.load();
   c.draining = draining();
+  if (workers_) {
+    const worker::WorkerPool::Stats w = workers_->stats();
+    c.workers.running = w.ready;
+    c.workers.started = w.started;
+    c.workers.crashed = w.crashed;
+    c.workers.timed_out = w.timed_out;
+  }
   for (size_t i = 0; i < registry_.devices.size(); ++i) {
     c.devices.push_back({registry_.devices[i]->info().id, device_launches_[i]->load(), 0, 0, 0});
   }
@@ -512,6 +519,9 @@ EngineCounters Engine::counters() const {
         ++d.buffers;
         d.buffer_bytes += b.buffer->size();
       }
+    }
+    for (const auto& [shared, own] : s->isolated) {
+      if (own->worker_pid() > 0) ++c.workers.running;
     }
     for (const auto& [h, q] : s->queues) {
       ++c.devices[q->device_index].queues;

@@ -44,6 +44,11 @@ struct EngineCounters {
   };
   std::vector<PerDevice> devices;
   bool draining = false;
+  struct Workers {
+    uint64_t running = 0;  // sessions' workers and spares
+    uint64_t started = 0, crashed = 0, timed_out = 0;
+  };
+  Workers workers;
 };
 
 // A launch as the wire gives it, in handles.

@@ -94,6 +94,10 @@ grpc::Status KadService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequ
   r->set_launches(c.launches);
   r->set_queue_depth(c.queue_depth);
   r->set_draining(c.draining);
+  r->set_workers_running(c.workers.running);
+  r->set_workers_started(c.workers.started);
+  r->set_workers_crashed(c.workers.crashed);
+  r->set_workers_timed_out(c.workers.timed_out);
   for (const auto& d : c.devices) {
     v1::DeviceCounters* w = r->add_devices();
     w->set_device_id(d.id);

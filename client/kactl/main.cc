@@ -96,12 +96,15 @@ int cmd_status(kad::Client& client, bool json) {
     absl::PrintF(R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
                  R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
                  R"("cache_failures":%d,"cache_remembered_failures":%d,)"
-                 R"("launches":%d,"queue_depth":%d,"draining":%s,"devices":[%s]})"
+                 R"("launches":%d,"queue_depth":%d,"draining":%s,)"
+                 R"("workers_running":%d,"workers_started":%d,"workers_crashed":%d,)"
+                 R"("workers_timed_out":%d,"devices":[%s]})"
                  "\n",
                  s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
                  s->cache_entries, s->cache_hits, s->cache_compilations, s->cache_failures,
                  s->cache_remembered_failures, s->launches, s->queue_depth,
-                 s->draining ? "true" : "false", absl::StrJoin(devices, ","));
+                 s->draining ? "true" : "false", s->workers_running, s->workers_started,
+                 s->workers_crashed, s->workers_timed_out, absl::StrJoin(devices, ","));
     return 0;
   }
   absl::PrintF("sessions   %llu open (this one included), %llu opened in all\n",
@@ -122,6 +125,13 @@ int cmd_status(kad::Client& client, bool json) {
   absl::PrintF("launches   %llu, %llu not yet waited for%s\n",
                static_cast<unsigned long long>(s->launches),
                static_cast<unsigned long long>(s->queue_depth), s->draining ? " (draining)" : "");
+  absl::PrintF(
+      "workers    %llu running, %llu started, %llu ended by a kernel's crash, %llu stopped at a "
+      "launch deadline\n",
+      static_cast<unsigned long long>(s->workers_running),
+      static_cast<unsigned long long>(s->workers_started),
+      static_cast<unsigned long long>(s->workers_crashed),
+      static_cast<unsigned long long>(s->workers_timed_out));
   absl::PrintF("%-18s %-10s %-8s %-12s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES", "QUEUES");
   for (const auto& d : s->devices) {
     absl::PrintF(

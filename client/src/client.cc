@@ -227,6 +227,10 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.launches = r.launches();
   out.queue_depth = r.queue_depth();
   out.draining = r.draining();
+  out.workers_running = r.workers_running();
+  out.workers_started = r.workers_started();
+  out.workers_crashed = r.workers_crashed();
+  out.workers_timed_out = r.workers_timed_out();
   for (const auto& d : r.devices())
     out.devices.push_back({d.device_id(), d.launches(), d.buffers(), d.buffer_bytes(), d.queues()});
   return out;

@@ -373,6 +373,7 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
   }
   spdlog::warn("a session's worker (pid {}) on {} {} ({})", pid, info().id, ended,
                std::string(why.message()));
+  pool_.note_lost(deadline);
   running_pid_.store(0);
   worker_.reset();
   loaded_.clear();

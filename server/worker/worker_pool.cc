@@ -116,7 +116,14 @@ void WorkerPool::watchdog() {
 
 WorkerPool::Stats WorkerPool::stats() const {
   absl::MutexLock lock(&mu_);
-  return stats_;
+  Stats s = stats_;
+  for (const auto& [device, ready] : ready_) s.ready += ready.size();
+  return s;
+}
+
+void WorkerPool::note_lost(bool deadline) {
+  absl::MutexLock lock(&mu_);
+  ++(deadline ? stats_.timed_out : stats_.crashed);
 }
 
 void WorkerPool::refill() {

@@ -131,6 +131,8 @@ TEST(LoopingKernel, ALaunchPastTheLaunchTimeoutEndsItsWorkerWithDeadlineExceeded
     testing::expect_bystander_served(uri, 5);
   }
   const client::ServiceStatus after = testing::status_back_to(**observer, *before);
+  EXPECT_EQ(after.workers_timed_out, before->workers_timed_out + 2);  // one per transport
+  EXPECT_EQ(after.workers_crashed, before->workers_crashed);
   EXPECT_EQ(after.sessions, before->sessions);
   EXPECT_EQ(after.buffers, before->buffers);
   EXPECT_EQ(after.queues, before->queues);

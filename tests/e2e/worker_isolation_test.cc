@@ -165,6 +165,12 @@ TEST_P(WorkerIsolation, ACrashingKernelCostsOnlyItsOwnSessionsLaunches) {
   EXPECT_EQ(after.queues, before->queues);
   EXPECT_EQ(after.kernels, before->kernels);
   EXPECT_EQ(after.queue_depth, before->queue_depth);
+  // One worker ended by the kernel; the sessions' workers went with them
+  // (what runs is the spare kad keeps).
+  EXPECT_EQ(after.workers_crashed, before->workers_crashed + 1);
+  EXPECT_EQ(after.workers_timed_out, before->workers_timed_out);
+  EXPECT_LE(after.workers_running, 1u);
+  EXPECT_GT(after.workers_started, before->workers_started);
   EXPECT_THAT(daemon().log(), HasSubstr("a session's worker"));
   EXPECT_EQ(kill(daemon().pid(), 0), 0) << "the daemon itself is gone";
 }
