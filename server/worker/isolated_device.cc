@@ -254,6 +254,7 @@ void IsolatedDevice::stop_worker() {
   // Not under mu_: a wait may hold it until its deadline. lose_worker
   // clears the pid before it reaps, so it names the worker here (but for a
   // window of a few instructions).
+  closing_.store(true);
   const pid_t pid = running_pid_.load();
   if (pid <= 0) return;
   kill(-pid, SIGKILL);
@@ -371,9 +372,11 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
     q->loss_through_ = last;
     q->loss_pending_ = true;
   }
-  spdlog::warn("a session's worker (pid {}) on {} {} ({})", pid, info().id, ended,
-               std::string(why.message()));
-  pool_.note_lost(deadline);
+  if (!closing_.load()) {  // a closing session's worker is killed on purpose
+    spdlog::warn("a session's worker (pid {}) on {} {} ({})", pid, info().id, ended,
+                 std::string(why.message()));
+    pool_.note_lost(deadline);
+  }
   running_pid_.store(0);
   worker_.reset();
   loaded_.clear();

@@ -120,7 +120,8 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   mutable absl::Mutex mu_;
   std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
   uint64_t started_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<pid_t> running_pid_{0};                          // worker_'s, readable without mu_
+  std::atomic<pid_t> running_pid_{0};  // worker_'s, readable without mu_
+  std::atomic<bool> closing_{false};   // stop_worker was called: its session closes
   absl::flat_hash_set<uint64_t> loaded_ ABSL_GUARDED_BY(mu_);  // kernels the worker has
   absl::flat_hash_map<uint64_t, WorkerBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, WorkerQueue*> queues_ ABSL_GUARDED_BY(mu_);
