@@ -269,11 +269,6 @@ void IsolatedDevice::check_deadlines() {
   mu_.Unlock();
 }
 
-uint64_t IsolatedDevice::workers_started() const {
-  absl::MutexLock lock(&mu_);
-  return started_;
-}
-
 absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* reported) {
   Header header;
   std::span<const std::byte> payload;
@@ -319,7 +314,6 @@ absl::Status IsolatedDevice::ensure_worker() {
   if (!w.ok()) return w.status();
   worker_ = *std::move(w);
   running_pid_.store(worker_->pid());
-  ++started_;
   // A spare comes with the device's recently used kernels already loaded.
   loaded_ = std::move(worker_->preloaded);
   worker_->preloaded.clear();

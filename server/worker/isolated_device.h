@@ -92,8 +92,6 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   void stop_worker();
   // The worker's process id now, 0 when none runs (for tests and status).
   pid_t worker_pid() const;
-  // Workers this device started (1 + restarts).
-  uint64_t workers_started() const;
 
  private:
   friend class WorkerBuffer;
@@ -119,7 +117,6 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   WorkerPool& pool_;
   mutable absl::Mutex mu_;
   std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
-  uint64_t started_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<pid_t> running_pid_{0};  // worker_'s, readable without mu_
   std::atomic<bool> closing_{false};   // stop_worker was called: its session closes
   absl::flat_hash_set<uint64_t> loaded_ ABSL_GUARDED_BY(mu_);  // kernels the worker has

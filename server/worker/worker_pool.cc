@@ -32,10 +32,7 @@ void WorkerPool::keep_ready(const std::string& device_id) {
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::take(const std::string& device_id) {
   absl::MutexLock lock(&mu_);
   auto& ready = ready_[device_id];
-  if (!ready.empty()) {
-    ++stats_.taken_ready;
-  } else {
-    ++stats_.taken_cold;
+  if (ready.empty()) {
     ++wanted_[device_id];
     const uint64_t failures = failures_;
     auto started_or_failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

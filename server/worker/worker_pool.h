@@ -67,12 +67,10 @@ class WorkerPool {
   void watch(std::weak_ptr<DeadlineWatched> device);
 
   struct Stats {
-    uint64_t started = 0;      // workers started, spares included
-    uint64_t taken_ready = 0;  // takes served by a spare
-    uint64_t taken_cold = 0;   // takes that started a worker
-    uint64_t ready = 0;        // spares started and not taken
-    uint64_t crashed = 0;      // workers a client's kernel ended
-    uint64_t timed_out = 0;    // workers stopped at a launch deadline
+    uint64_t started = 0;    // workers started, spares included
+    uint64_t ready = 0;      // spares started and not taken
+    uint64_t crashed = 0;    // workers a client's kernel ended
+    uint64_t timed_out = 0;  // workers stopped at a launch deadline
   };
   // A session's worker ended: by a crash, or stopped at a deadline.
   void note_lost(bool deadline);
