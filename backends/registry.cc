@@ -34,4 +34,10 @@ DeviceRegistry discover_devices(const DiscoveryConfig& config) {
   return registry;
 }
 
+std::vector<std::string> driver_cache_folders() {
+  std::vector<std::string> folders;
+  if (std::string pocl = opencl::pocl_cache_folder(); !pocl.empty()) folders.push_back(pocl);
+  return folders;
+}
+
 }  // namespace kad

@@ -26,4 +26,8 @@ struct DiscoveryConfig {
 
 DeviceRegistry discover_devices(const DiscoveryConfig& config = {});
 
+// The folders where drivers keep what they build (PoCL's kernel cache): what
+// a confined process that compiles through a driver must be able to write.
+std::vector<std::string> driver_cache_folders();
+
 }  // namespace kad

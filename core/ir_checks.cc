@@ -192,4 +192,33 @@ absl::Status check_kernel_metadata(absl::string_view what, absl::string_view llv
   return absl::OkStatus();
 }
 
+absl::Status check_no_inline_assembly(absl::string_view what, absl::string_view llvm_ir) {
+  // In LLVM's text, an inline assembly value is `asm` after white space,
+  // then its keywords, then the quoted code; a name (`%asm`, `@asm_x`) or a
+  // string never looks like that.
+  constexpr absl::string_view kKeywords[] = {" sideeffect", " alignstack", " inteldialect",
+                                             " unwind"};
+  int line = 1;
+  for (size_t i = 0; i < llvm_ir.size(); ++i) {
+    if (llvm_ir[i] == '\n') ++line;
+    if (!absl::ascii_isspace(static_cast<unsigned char>(llvm_ir[i])) ||
+        llvm_ir.substr(i + 1, 3) != "asm") {
+      continue;
+    }
+    absl::string_view rest = llvm_ir.substr(i + 4);
+    for (bool more = true; more;) {
+      more = false;
+      for (absl::string_view k : kKeywords) more |= absl::ConsumePrefix(&rest, k);
+    }
+    if (absl::StartsWith(rest, " \"")) {
+      const bool module_level = i >= 6 && llvm_ir.substr(i - 6, 6) == "module";
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s module, line %d of its LLVM text: %s is not allowed: a kernel runs only the code "
+          "its language lets it, never assembly of its own",
+          what, line, module_level ? "module-level assembly" : "inline assembly"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace kad

@@ -21,4 +21,10 @@ namespace kad {
 // metadata at fault.
 absl::Status check_kernel_metadata(absl::string_view what, absl::string_view llvm_ir);
 
+// Refuses inline assembly (`call ... asm "..."`, `module asm`): on a CPU
+// device it is native code of the client's choosing — system calls, say —
+// outside everything the language lets a kernel do. INVALID_ARGUMENT naming
+// `what` and the line.
+absl::Status check_no_inline_assembly(absl::string_view what, absl::string_view llvm_ir);
+
 }  // namespace kad

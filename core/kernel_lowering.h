@@ -58,6 +58,11 @@ class KernelLowering {
     return toolchain_.ok() ? absl::OkStatus() : toolchain_.status();
   }
   CodeCache& cache() { return *cache_; }
+  // The files and folders the toolchain's tools read (none without one): what
+  // a sandbox around a process that lowers code must let it read.
+  std::vector<std::string> toolchain_files() const {
+    return toolchain_.ok() ? toolchain_->readable() : std::vector<std::string>{};
+  }
 
   // The time, memory and output every tool run may use (kad's
   // --compile-timeout, --compile-memory-mib); ToolchainLimits' defaults until set.

@@ -155,6 +155,12 @@ absl::Status check_opencl_source(absl::string_view source) {
           name == "_Pragma" || name == "__pragma") {
         return refuse(s.line_of(i), absl::StrFormat("`%s`", name));
       }
+      if (name == "asm" || name == "__asm" || name == "__asm__") {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "OpenCL C source line %d: inline assembly (`%s`) is not allowed: a kernel runs only "
+            "the code its language lets it, never assembly of its own",
+            s.line_of(i), name));
+      }
       i += name.size();
       continue;
     }

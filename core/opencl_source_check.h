@@ -4,7 +4,10 @@
 // `#import` or `#embed` (with a literal path or one built by a macro),
 // no `__has_include` or `__has_embed` probing, no `_Pragma` and no `#pragma`
 // outside an allow-list (`#pragma GCC dependency` reads a file's time) —
-// and may not use trigraphs (`??/` would splice lines past this check).
+// and may not use trigraphs (`??/` would splice lines past this check). Nor
+// may it hold inline assembly (`asm`, `__asm`, `__asm__`): on a CPU device
+// that is host code of the client's choosing (the lowered IR is checked too,
+// for assembly that macros spell: check_no_inline_assembly).
 //
 // This is the first of two walls: the compilers also run in child processes
 // that can read nothing of the host's but their own files (run_limited).

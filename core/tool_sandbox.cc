@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 
@@ -19,6 +20,20 @@
 
 namespace kad {
 namespace {
+
+// The rights of Landlock ABIs 4 (Linux 6.7: TCP) and 6 (Linux 6.12: scopes),
+// with the kernel's values; Debian 12's headers know neither.
+constexpr uint64_t kNetBindTcp = 1ULL << 0;
+constexpr uint64_t kNetConnectTcp = 1ULL << 1;
+constexpr uint64_t kScopeAbstractUnixSocket = 1ULL << 0;
+constexpr uint64_t kScopeSignal = 1ULL << 1;
+
+// landlock_ruleset_attr as of ABI 6; older kernels take the leading fields.
+struct RulesetAttr {
+  uint64_t handled_access_fs = 0;
+  uint64_t handled_access_net = 0;
+  uint64_t scoped = 0;
+};
 
 int landlock_abi() {
   static const int abi = [] {
@@ -74,13 +89,33 @@ absl::Status tool_sandbox_support() {
                       -abi == EOPNOTSUPP ? "disabled at boot" : std::strerror(-abi)));
 }
 
+SandboxReach sandbox_reach() {
+  const int abi = landlock_abi();
+  return {.landlock_abi = std::max(abi, 0),
+          .files = abi >= 1,
+          .tcp = abi >= 4,
+          .signals_and_abstract_sockets = abi >= 6};
+}
+
 absl::StatusOr<PreparedSandbox> PreparedSandbox::prepare(const ToolSandbox& sandbox) {
   const int abi = landlock_abi();
   if (abi < 1) return PreparedSandbox(-1);
   const uint64_t rights = handled_rights(abi);
-  landlock_ruleset_attr attr{};
+  // Files as the rules below allow; no TCP at all and, past the sandbox, no
+  // signal and no abstract UNIX socket: what runs inside can reach neither
+  // the network nor another process of kad's user.
+  RulesetAttr attr;
   attr.handled_access_fs = rights;
-  const long ruleset = syscall(SYS_landlock_create_ruleset, &attr, sizeof(attr), 0);
+  size_t attr_size = sizeof(uint64_t);
+  if (abi >= 4) {
+    attr.handled_access_net = kNetBindTcp | kNetConnectTcp;
+    attr_size = 2 * sizeof(uint64_t);
+  }
+  if (abi >= 6) {
+    attr.scoped = kScopeAbstractUnixSocket | kScopeSignal;
+    attr_size = sizeof(RulesetAttr);
+  }
+  const long ruleset = syscall(SYS_landlock_create_ruleset, &attr, attr_size, 0);
   if (ruleset < 0) {
     return absl::InternalError(
         absl::StrFormat("cannot create a tool sandbox: %s", std::strerror(errno)));

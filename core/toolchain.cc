@@ -42,9 +42,14 @@ std::string read_file(const fs::path& path) {
 // A temporary folder for one lowering, removed when done.
 struct WorkDir {
   fs::path path;
+  // Under $TMPDIR: a kad worker points it at its own folder, the only one
+  // it may write besides the caches.
   WorkDir() {
-    char tmpl[] = "/tmp/kad-toolchain-XXXXXX";
-    if (mkdtemp(tmpl) != nullptr) path = tmpl;
+    std::error_code ec;
+    fs::path base = fs::temp_directory_path(ec);
+    if (ec) base = "/tmp";
+    std::string tmpl = (base / "kad-toolchain-XXXXXX").string();
+    if (mkdtemp(tmpl.data()) != nullptr) path = tmpl;
   }
   ~WorkDir() {
     std::error_code ec;
@@ -281,6 +286,9 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
       front.insert(front.end(),
                    {"-target", "spir64", "-Xclang", "-disable-llvm-passes", "-cl-kernel-arg-info"});
       steps.push_back({opt_, "-O2", bc, "-o", result});
+      // Its text, to look for inline assembly that macros may have spelt
+      // past check_opencl_source (`as##m`): PoCL would run it as host code.
+      steps.push_back({opt_, "-S", result, "-o", result + ".ll"});
       break;
   }
   for (absl::string_view option : absl::StrSplit(options, ' ', absl::SkipEmpty()))
@@ -292,6 +300,10 @@ absl::StatusOr<std::string> Toolchain::lower(CodeTarget target, absl::string_vie
                                  absl::StrCat("lowering to ", code_target_name(target)));
       !s.ok()) {
     return s;
+  }
+  if (target == CodeTarget::kSpir) {
+    if (absl::Status s = check_no_inline_assembly("OpenCL C", read_file(result + ".ll")); !s.ok())
+      return s;
   }
   return read_file(result);
 }
@@ -317,7 +329,9 @@ absl::Status Toolchain::verify_ir(ModuleFormat format, absl::string_view module,
   steps.push_back({opt_, "-S", bc, "-o", text});
   if (absl::Status s = run_steps(steps, limits, sandbox_for(dir.path.string()), what); !s.ok())
     return s;
-  return check_kernel_metadata(format_name, read_file(text));
+  const std::string ir = read_file(text);
+  if (absl::Status s = check_no_inline_assembly(format_name, ir); !s.ok()) return s;
+  return check_kernel_metadata(format_name, ir);
 }
 
 absl::StatusOr<std::string> Toolchain::lower_ir(CodeTarget target, ModuleFormat format,

@@ -59,6 +59,8 @@ class Toolchain {
 
   // "clang 15.0.6" and the like: part of every specialisation key.
   const std::string& version() const { return version_; }
+  // The toolchain's own files: all that its tools may read (sandbox_for).
+  const std::vector<std::string>& readable() const { return readable_; }
 
   // Lowers a specialised OpenCL C program (specialised_source()). `cpu` is the
   // device's architecture: sm_80 for PTX, gfx90a for AMDGCN; ignored for SPIR-V.

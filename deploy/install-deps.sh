@@ -11,7 +11,7 @@ packages=(
   libze-dev libze1 libhsa-runtime-dev libhsa-runtime64-1 libmsgpack-cxx-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
-  libtomlplusplus-dev libcli11-dev libspdlog-dev
+  libtomlplusplus-dev libcli11-dev libspdlog-dev libseccomp-dev
   clang-format-15 git
 )
 

@@ -74,6 +74,7 @@ ParseOutcome parse_config(int argc, char** argv) {
       ->check(CLI::Range(0, 64));
   app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
   app.add_option("--worker-device", c.worker_device)->group("");
+  app.add_option("--worker-dir", c.worker_dir)->group("");
   app.add_flag("--cuda-prefer-blocks", c.cuda_prefer_blocks,
                "CUDA: tune for at least one block per SM, with fewer threads per block");
   try {

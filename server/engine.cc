@@ -497,6 +497,7 @@ EngineCounters Engine::counters() const {
     c.workers.started = w.started;
     c.workers.crashed = w.crashed;
     c.workers.timed_out = w.timed_out;
+    c.workers.walls = w.walls;
   }
   for (size_t i = 0; i < registry_.devices.size(); ++i) {
     c.devices.push_back({registry_.devices[i]->info().id, device_launches_[i]->load(), 0, 0, 0});

@@ -47,6 +47,7 @@ struct EngineCounters {
   struct Workers {
     uint64_t running = 0;  // sessions' workers and spares
     uint64_t started = 0, crashed = 0, timed_out = 0;
+    std::string walls;  // describe_walls() of the newest worker; empty before one
   };
   Workers workers;
 };

@@ -98,6 +98,7 @@ grpc::Status KadService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequ
   r->set_workers_started(c.workers.started);
   r->set_workers_crashed(c.workers.crashed);
   r->set_workers_timed_out(c.workers.timed_out);
+  r->set_workers_walls(c.workers.walls);
   for (const auto& d : c.devices) {
     v1::DeviceCounters* w = r->add_devices();
     w->set_device_id(d.id);

@@ -34,31 +34,41 @@ void write_ready_file(const std::string& path, const std::vector<std::string>& u
   std::filesystem::rename(tmp, path);
 }
 
-// The kernel toolchain and the devices, the same way in the daemon and in
+// The kernel toolchain and its code cache, the same way in the daemon and in
 // its workers.
-kad::DeviceRegistry start_devices(const Config& config) {
+void start_lowering(const Config& config) {
   if (config.cache_dir) {
     kad::KernelLowering::configure_shared_cache(*config.cache_dir, config.cache_max_bytes);
   }
-  kad::DeviceRegistry registry =
-      kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
   kad::KernelLowering::shared().set_limits({.seconds = config.compile_timeout_s,
                                             .memory_bytes = config.compile_memory_mib << 20,
                                             .output_bytes = kad::ToolchainLimits{}.output_bytes});
-  return registry;
 }
 
-// `kad --worker-fd 3 --worker-device ID`: runs client kernels for the
-// daemon that started it (DESIGN §8).
+kad::DeviceRegistry start_devices(const Config& config) {
+  start_lowering(config);
+  return kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
+}
+
+// `kad --worker-fd 3 --worker-device ID --worker-dir DIR`: runs client
+// kernels for the daemon that started it (DESIGN §8), behind its walls from
+// before the driver starts a thread to the end.
 int serve_as_worker(const Config& config) {
-  kad::server::worker::harden_worker_process(config.worker_fd);
-  kad::DeviceRegistry registry = start_devices(config);
+  namespace worker = kad::server::worker;
+  worker::harden_worker_process(config.worker_fd);
+  if (!config.worker_dir.empty()) setenv("TMPDIR", config.worker_dir.c_str(), 1);
+  start_lowering(config);
+  absl::StatusOr<worker::Confinement> walls =
+      worker::confine_worker(worker::worker_sandbox(config.worker_dir));
+  if (!walls.ok()) return worker::serve_worker(3, nullptr, walls.status(), {});
+  kad::DeviceRegistry registry =
+      kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
   kad::Device* device = registry.find(config.worker_device);
   const absl::Status why =
       device != nullptr ? absl::OkStatus()
                         : absl::NotFoundError(absl::StrCat(
                               "no device has id `", config.worker_device, "` in this worker"));
-  return kad::server::worker::serve_worker(3, device, why);
+  return worker::serve_worker(3, device, why, *walls);
 }
 
 int serve(Config config) {

@@ -1,5 +1,6 @@
 #include "backends/opencl/opencl_backend.h"
 
+#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -93,6 +94,15 @@ Discovery discover(const DiscoveryOptions& options) {
   auto api = std::make_shared<const OpenClApi>(std::move(pocl->api));
   add_platform(api, pocl->platform, short_platform_name(kPoclPlatformName, &seen), &out);
   return out;
+}
+
+std::string pocl_cache_folder() {
+  if (const char* dir = std::getenv("POCL_CACHE_DIR"); dir && *dir) return dir;
+  if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
+    return absl::StrCat(xdg, "/pocl/kcache");
+  if (const char* home = std::getenv("HOME"); home && *home)
+    return absl::StrCat(home, "/.cache/pocl/kcache");
+  return {};
 }
 
 }  // namespace kad::opencl

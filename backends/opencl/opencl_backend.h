@@ -22,4 +22,9 @@ struct DiscoveryOptions {
 
 Discovery discover(const DiscoveryOptions& options = {});
 
+// Where PoCL keeps the programs it builds ($POCL_CACHE_DIR, else
+// $XDG_CACHE_HOME/pocl/kcache, else ~/.cache/pocl/kcache): a process that
+// builds kernels with it must be able to write there. Empty when none.
+std::string pocl_cache_folder();
+
 }  // namespace kad::opencl

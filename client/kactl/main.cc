@@ -98,13 +98,14 @@ int cmd_status(kad::Client& client, bool json) {
                  R"("cache_failures":%d,"cache_remembered_failures":%d,)"
                  R"("launches":%d,"queue_depth":%d,"draining":%s,)"
                  R"("workers_running":%d,"workers_started":%d,"workers_crashed":%d,)"
-                 R"("workers_timed_out":%d,"devices":[%s]})"
+                 R"("workers_timed_out":%d,"workers_walls":"%s","devices":[%s]})"
                  "\n",
                  s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
                  s->cache_entries, s->cache_hits, s->cache_compilations, s->cache_failures,
                  s->cache_remembered_failures, s->launches, s->queue_depth,
                  s->draining ? "true" : "false", s->workers_running, s->workers_started,
-                 s->workers_crashed, s->workers_timed_out, absl::StrJoin(devices, ","));
+                 s->workers_crashed, s->workers_timed_out, json_escape(s->workers_walls),
+                 absl::StrJoin(devices, ","));
     return 0;
   }
   absl::PrintF("sessions   %llu open (this one included), %llu opened in all\n",
@@ -132,6 +133,7 @@ int cmd_status(kad::Client& client, bool json) {
       static_cast<unsigned long long>(s->workers_started),
       static_cast<unsigned long long>(s->workers_crashed),
       static_cast<unsigned long long>(s->workers_timed_out));
+  if (!s->workers_walls.empty()) absl::PrintF("           confined by: %s\n", s->workers_walls);
   absl::PrintF("%-18s %-10s %-8s %-12s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES", "QUEUES");
   for (const auto& d : s->devices) {
     absl::PrintF(

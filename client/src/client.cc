@@ -231,6 +231,7 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.workers_started = r.workers_started();
   out.workers_crashed = r.workers_crashed();
   out.workers_timed_out = r.workers_timed_out();
+  out.workers_walls = r.workers_walls();
   for (const auto& d : r.devices())
     out.devices.push_back({d.device_id(), d.launches(), d.buffers(), d.buffer_bytes(), d.queues()});
   return out;

@@ -265,9 +265,10 @@ void harden_worker_process(int fd) {
   syscall(SYS_close_range, 4u, ~0u, 0u);
 }
 
-int serve_worker(int fd, Device* device, const absl::Status& why) {
+int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls) {
   Connection connection(fd);
-  HelloRecord hello{static_cast<int32_t>(getpid()), static_cast<int32_t>(why.code())};
+  HelloRecord hello{static_cast<int32_t>(getpid()), static_cast<int32_t>(why.code()), walls.walls,
+                    walls.landlock_abi};
   const absl::string_view m = why.message();
   if (!connection
            .send(Op::kHello, bytes_of(hello),

@@ -6,6 +6,7 @@
 #pragma once
 
 #include "core/backend.h"
+#include "server/worker/worker_confinement.h"
 
 namespace kad::server::worker {
 
@@ -13,8 +14,9 @@ namespace kad::server::worker {
 // no core, and keeps no descriptor but 0-2 and `fd`. Call first.
 void harden_worker_process(int fd);
 
-// Serves the daemon on `fd` with `device` (null: the device was not found,
-// and `why` says so in the hello). Returns the process's exit code.
-int serve_worker(int fd, Device* device, const absl::Status& why);
+// Serves the daemon on `fd` with `device` (null: the worker cannot serve,
+// and `why` says so in the hello), telling it the walls it runs behind.
+// Returns the process's exit code.
+int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls);
 
 }  // namespace kad::server::worker

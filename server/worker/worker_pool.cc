@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "server/worker/worker_confinement.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server::worker {
@@ -165,6 +166,17 @@ void WorkerPool::refill() {
       ++failures_;
       devices_.erase(std::remove(devices_.begin(), devices_.end(), device), devices_.end());
       continue;
+    }
+    // Said once, and again should it change: an operator must know when
+    // client code runs behind fewer walls than it could.
+    const std::string walls = describe_walls((*w)->walls(), (*w)->landlock_abi());
+    if (walls != stats_.walls) {
+      if ((*w)->walls() == kAllWalls) {
+        spdlog::info("workers on {} are confined: {}", device, walls);
+      } else {
+        spdlog::warn("workers on {} are confined less than they could be: {}", device, walls);
+      }
+      stats_.walls = walls;
     }
     ready_[device].push_back(*std::move(w));
   }

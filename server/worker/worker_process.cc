@@ -6,12 +6,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/worker/worker_confinement.h"
 
 extern char** environ;
 
@@ -25,8 +28,19 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Worker
     return absl::UnavailableError(
         absl::StrFormat("cannot make a worker's socketpair: %s", std::strerror(errno)));
   }
+  // The worker's own folder, the only one it may write besides the caches:
+  // made here, since a worker that is killed cannot remove it.
+  std::error_code ec;
+  std::string dir = (std::filesystem::temp_directory_path(ec) / "kad-worker-XXXXXX").string();
+  if (ec || mkdtemp(dir.data()) == nullptr) {
+    close(fds[0]);
+    close(fds[1]);
+    return absl::UnavailableError(
+        absl::StrFormat("cannot make a worker's folder %s: %s", dir, std::strerror(errno)));
+  }
   std::vector<std::string> args{command.executable, "--worker-fd=3",
-                                absl::StrCat("--worker-device=", device_id)};
+                                absl::StrCat("--worker-device=", device_id),
+                                absl::StrCat("--worker-dir=", dir)};
   args.insert(args.end(), command.args.begin(), command.args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
@@ -52,10 +66,11 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Worker
   close(fds[1]);
   if (err != 0) {
     close(fds[0]);
+    std::filesystem::remove_all(dir, ec);
     return absl::UnavailableError(
         absl::StrFormat("cannot start a worker (%s): %s", command.executable, std::strerror(err)));
   }
-  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(pid, fds[0]));
+  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(pid, fds[0], std::move(dir)));
 
   Header header;
   HelloRecord hello;
@@ -77,14 +92,18 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Worker
                           payload.size() - sizeof hello);
     worker->reap();
     return absl::UnavailableError(
-        absl::StrFormat("a worker for %s has no device: %s", device_id, why));
+        absl::StrFormat("a worker for %s cannot serve: %s", device_id, why));
   }
+  worker->walls_ = hello.walls & kAllWalls;
+  worker->landlock_abi_ = std::clamp(hello.landlock_abi, 0, 1 << 16);
   return worker;
 }
 
 WorkerProcess::~WorkerProcess() {
   stop();
   close(connection_.fd());
+  std::error_code ec;
+  std::filesystem::remove_all(dir_, ec);
 }
 
 std::string WorkerProcess::describe(int status) const {

@@ -35,6 +35,11 @@ class WorkerProcess {
   WorkerProcess& operator=(const WorkerProcess&) = delete;
 
   pid_t pid() const { return pid_; }
+  // What confines it, as it reported (WallBits), and its kernel's Landlock ABI.
+  uint32_t walls() const { return walls_; }
+  int landlock_abi() const { return landlock_abi_; }
+  // Its own folder (its $TMPDIR), removed with it.
+  const std::string& dir() const { return dir_; }
   // Kernels (WorkerKernel ids) loaded before anyone took the worker.
   absl::flat_hash_set<uint64_t> preloaded;
   Connection& connection() { return connection_; }
@@ -52,7 +57,8 @@ class WorkerProcess {
   std::string reap();
 
  private:
-  WorkerProcess(pid_t pid, int fd) : pid_(pid), connection_(fd) {}
+  WorkerProcess(pid_t pid, int fd, std::string dir)
+      : pid_(pid), connection_(fd), dir_(std::move(dir)) {}
   std::string describe(int wait_status) const;
   // Reaps the worker if it has ended within `grace`; false if it still runs.
   bool reap_within(absl::Duration grace);
@@ -60,6 +66,9 @@ class WorkerProcess {
   pid_t pid_;
   Connection connection_;
   MessageReader reader_{connection_};
+  std::string dir_;
+  uint32_t walls_ = 0;
+  int landlock_abi_ = 0;
   bool reaped_ = false;
   std::string ended_;
 };

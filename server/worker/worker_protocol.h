@@ -49,7 +49,9 @@ struct Header {
 
 struct HelloRecord {
   int32_t pid = 0;
-  int32_t code = 0;  // absl::StatusCode: not OK when the worker has no device; a message follows
+  int32_t code = 0;    // absl::StatusCode: not OK when the worker cannot serve; a message follows
+  uint32_t walls = 0;  // WallBits (worker_confinement.h): what confines it
+  int32_t landlock_abi = 0;
 };
 
 struct IdRecord {

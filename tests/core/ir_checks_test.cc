@@ -90,5 +90,34 @@ TEST(KernelMetadata, Spir12KernelListIsRefused) {
               HasSubstr("carries SPIR 1.2's !opencl.kernels list"));
 }
 
+TEST(InlineAssembly, ACallToInlineAssemblyIsRefusedNamingTheLine) {
+  const std::string ir =
+      with({{"entry:\n", "entry:\n  call void asm sideeffect \"syscall\", \"\"()\n"}});
+  const absl::Status s = check_no_inline_assembly("OpenCL C", ir);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("line 7 of its LLVM text: inline assembly"));
+  const std::string valued =
+      with({{"entry:\n",
+             "entry:\n  %r = call i64 asm alignstack inteldialect \"mov rax, 39\", \"=r\"()\n"}});
+  EXPECT_EQ(check_no_inline_assembly("OpenCL C", valued).code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(InlineAssembly, ModuleLevelAssemblyIsRefused) {
+  const absl::Status s = check_no_inline_assembly("LLVM bitcode (spir64)",
+                                                  std::string("module asm \"nop\"\n") + kGood);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()),
+              HasSubstr("line 1 of its LLVM text: module-level assembly"));
+}
+
+TEST(InlineAssembly, NamesAndStringsThatSpellAsmPass) {
+  EXPECT_TRUE(check_no_inline_assembly("OpenCL C", kGood).ok());
+  const std::string ir =
+      with({{"ret i32 %a", "%asm = add i32 %a, %b\n  ret i32 %asm"},
+            {"target triple", "@asm_text = constant [5 x i8] c\"asm \\00\"\ntarget triple"}});
+  EXPECT_TRUE(check_no_inline_assembly("OpenCL C", ir).ok()) << ir;
+}
+
 }  // namespace
 }  // namespace kad

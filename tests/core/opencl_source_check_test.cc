@@ -81,5 +81,18 @@ TEST(OpenClSourceCheck, ATrigraphIsRefusedBeforeAnythingElse) {
               HasSubstr("line 2: the trigraph `?\?=`"));
 }
 
+TEST(OpenClSourceCheck, InlineAssemblyIsRefusedInEverySpellingNamingTheLine) {
+  for (const char* keyword : {"asm", "__asm", "__asm__"}) {
+    const std::string m = refusal(std::string("kernel void f() {\n  ") + keyword +
+                                  " volatile(\"movl $39, %eax; syscall\");\n}\n");
+    EXPECT_THAT(m, HasSubstr("line 2")) << keyword;
+    EXPECT_THAT(m, HasSubstr(std::string("inline assembly (`") + keyword + "`)")) << keyword;
+  }
+  // Only the keyword: names that contain it and the word in text pass.
+  EXPECT_TRUE(check_opencl_source("int asm_like(int x) { return x; }  // asm\n"
+                                  "constant char s[] = \"asm\";\n")
+                  .ok());
+}
+
 }  // namespace
 }  // namespace kad

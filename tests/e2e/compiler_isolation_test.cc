@@ -14,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
+#include "tests/formats/ir_modules.h"
 
 namespace kad {
 namespace {
@@ -102,6 +103,63 @@ TEST_F(CompilerIsolation, NoSourceCanMakeTheCompilerReadAHostFile) {
     EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument) << message;
     EXPECT_THAT(message, HasSubstr("is not allowed")) << source;
     EXPECT_THAT(message, Not(HasSubstr(secret))) << source;
+  }
+}
+
+// On PoCL a kernel is host code: inline assembly would be system calls of the
+// client's choosing in its worker. Refused as written (LoadModule) and as
+// macros spell it (the lowered IR, at the first launch), on both transports.
+TEST_F(CompilerIsolation, InlineAssemblyIsRefusedHoweverItIsSpelled) {
+  const std::string body =
+      " volatile(\"movl $39, %eax; syscall\");\n"
+      "  if (kad_active()) out[kad_global_linear()] = v;\n}\n";
+  for (const std::string& uri : {daemon().unix_uri(), daemon().tcp_uri()}) {
+    auto c = connect(uri, "assembler");
+    auto plain =
+        c->load_module("kernel void fill(KAD_CONTEXT, global int* out, int v) {\n  __asm__" + body);
+    ASSERT_FALSE(plain.ok());
+    EXPECT_EQ(plain.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(plain.status().message()),
+                HasSubstr("line 2: inline assembly (`__asm__`) is not allowed"));
+
+    auto pasted = c->load_module(
+        "#define GLUE(a, b) a##b\n"
+        "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n  GLUE(__as, m__)" +
+        body);
+    ASSERT_TRUE(pasted.ok()) << pasted.status();
+    auto q = c->create_queue();
+    auto b = c->allocate(16 * sizeof(int32_t));
+    ASSERT_TRUE(q.ok() && b.ok());
+    absl::Status launched;
+    if (auto k = c->get_kernel(*pasted, fill_spec()); !k.ok()) {
+      launched = k.status();
+    } else {
+      const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(5)};
+      auto l = (*q)->launch(*k, client::Dims{16}, nullptr, args);
+      launched = l.ok() ? (*q)->wait() : l.status();
+    }
+    EXPECT_EQ(launched.code(), absl::StatusCode::kInvalidArgument) << launched;
+    EXPECT_THAT(std::string(launched.message()), HasSubstr("inline assembly is not allowed"));
+  }
+}
+
+// The same in a module submitted as LLVM bitcode: refused at LoadModule,
+// before any driver's LLVM sees it. (SPIR-V carries assembly only through
+// SPV_INTEL_inline_assembly; it goes back to bitcode and meets the same check.)
+TEST_F(CompilerIsolation, BitcodeWithInlineAssemblyIsRefusedAtLoadModule) {
+  const std::string source =
+      "kernel void fill(KAD_CONTEXT, global int* out, int v) {\n"
+      "  __asm__ volatile(\"movl $39, %eax; syscall\");\n"
+      "  if (kad_active()) out[kad_global_linear()] = v;\n}\n";
+  absl::StatusOr<std::string> ir =
+      testing::build_linked_ir(source, ModuleFormat::kLlvmBitcodeSpir64);
+  ASSERT_TRUE(ir.ok()) << ir.status();
+  for (const std::string& uri : {daemon().unix_uri(), daemon().tcp_uri()}) {
+    auto c = connect(uri, "ir-assembler");
+    auto m = c->load_module(client::ModuleFormat::kLlvmBitcodeSpir64, *ir);
+    ASSERT_FALSE(m.ok()) << uri;
+    EXPECT_EQ(m.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(m.status().message()), HasSubstr("inline assembly is not allowed"));
   }
 }
 

@@ -30,7 +30,8 @@ int main(int argc, char** argv) {
   kad::Device* device = registry.find(device_id);
   const absl::Status why = device != nullptr ? absl::OkStatus() : absl::NotFoundError(device_id);
   const kad::testing::AllocCounter counter;
-  const int code = kad::server::worker::serve_worker(3, device, why);
+  // Not confined: it writes its report where the test reads it.
+  const int code = kad::server::worker::serve_worker(3, device, why, {});
   const uint64_t allocs = counter.counts().kad_allocs;
   if (const char* report = std::getenv("KAD_WORKER_ALLOC_REPORT")) {
     std::ofstream(absl::StrCat(report, ".", getpid())) << allocs << "\n";

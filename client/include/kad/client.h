@@ -171,6 +171,9 @@ struct ServiceStatus {
   // Worker processes: running now, started in all, ended by a kernel's
   // crash, stopped at a launch deadline.
   uint64_t workers_running = 0, workers_started = 0, workers_crashed = 0, workers_timed_out = 0;
+  // What confines workers: "files, TCP, ..., system calls"; what is missing
+  // after "not:". Empty before kad started one.
+  std::string workers_walls;
   // Compiles that failed, and launches answered with a remembered failure.
   uint64_t cache_failures = 0, cache_remembered_failures = 0;
   uint64_t launches = 0;

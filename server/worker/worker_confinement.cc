@@ -1,0 +1,218 @@
+#include "server/worker/worker_confinement.h"
+
+#include <linux/capability.h>
+#include <sched.h>
+#include <seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <system_error>
+
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "backends/registry.h"
+#include "core/kernel_lowering.h"
+
+namespace kad::server::worker {
+namespace {
+
+namespace fs = std::filesystem;
+
+// System calls a worker never needs and a taken-over worker would use to
+// reach past its walls: other processes' memory, the network (every socket;
+// its own connection is already open), namespaces and mounts (to get out of
+// Landlock's view), the kernel's own attack surface (modules, BPF, perf,
+// keyrings, userfaultfd, io_uring, which also bypasses these filters), the
+// clock and the machine, and opening files by handle rather than by path.
+constexpr const char* kRefusedCalls[] = {
+    "socket",
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "process_madvise",
+    "pidfd_getfd",
+    "kcmp",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsconfig",
+    "fsmount",
+    "fspick",
+    "mount_setattr",
+    "unshare",
+    "setns",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "acct",
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "syslog",
+    "name_to_handle_at",
+    "open_by_handle_at",
+    "iopl",
+    "ioperm",
+    "quotactl",
+    "quotactl_fd",
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    "fanotify_init",
+    "lookup_dcookie",
+    "vhangup",
+    "uselib",
+    "modify_ldt",
+};
+
+// clone() flags that make namespaces; clone3 hides its flags in memory that a
+// filter cannot read, so it is refused as unknown and glibc falls back to clone.
+constexpr uint64_t kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWUSER, CLONE_NEWPID,   CLONE_NEWNET,
+                                        CLONE_NEWIPC, CLONE_NEWUTS,  CLONE_NEWCGROUP};
+
+int thread_count() {
+  std::error_code ec;
+  int n = 0;
+  for (fs::directory_iterator it("/proc/self/task", ec), end; !ec && it != end; it.increment(ec))
+    ++n;
+  return n;
+}
+
+// No capability now or through any later exec: the bounding and ambient sets
+// are emptied (the bounding set only where this process may, as root), and
+// no exec may grant new privileges.
+bool drop_capabilities() {
+  for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap) {
+    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);  // EPERM when not root: nothing to drop
+  }
+  prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+  __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct none[2]{};
+  if (syscall(SYS_capset, &header, none) != 0) return false;
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return false;
+  __user_cap_data_struct now[2]{};
+  if (syscall(SYS_capget, &header, now) != 0) return false;
+  for (const auto& d : now)
+    if (d.effective != 0 || d.permitted != 0 || d.inheritable != 0) return false;
+  return true;
+}
+
+absl::Status load_seccomp_filter() {
+  scmp_filter_ctx filter = seccomp_init(SCMP_ACT_ALLOW);
+  if (filter == nullptr) return absl::InternalError("cannot make a seccomp filter");
+  int rc = 0;
+  for (const char* name : kRefusedCalls) {
+    const int call = seccomp_syscall_resolve_name(name);
+    if (call == __NR_SCMP_ERROR) continue;  // not a call on this architecture
+    if ((rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), call, 0)) != 0) break;
+  }
+  if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
+  for (const uint64_t flag : kNamespaceFlags) {
+    if (rc != 0) break;
+    rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                          SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
+  }
+  if (rc == 0) rc = seccomp_load(filter);
+  seccomp_release(filter);
+  if (rc != 0) {
+    return absl::InternalError(
+        absl::StrFormat("cannot load the worker's seccomp filter: %s", std::strerror(-rc)));
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+std::string describe_walls(uint32_t walls, int landlock_abi) {
+  struct Named {
+    uint32_t bit;
+    const char* name;
+  };
+  constexpr Named kNames[] = {{kWallFiles, "files"},
+                              {kWallTcp, "TCP"},
+                              {kWallSignalsAndAbstractSockets, "signals and abstract sockets"},
+                              {kWallNoCapabilities, "capabilities"},
+                              {kWallSeccomp, "system calls"}};
+  std::vector<std::string> held, missing;
+  for (const Named& n : kNames) ((walls & n.bit) != 0 ? held : missing).push_back(n.name);
+  std::string text = held.empty() ? "none" : absl::StrJoin(held, ", ");
+  if (!missing.empty()) {
+    absl::StrAppendFormat(&text, "; not: %s (Landlock ABI %d)", absl::StrJoin(missing, ", "),
+                          landlock_abi);
+  }
+  return text;
+}
+
+ToolSandbox worker_sandbox(const std::string& worker_dir) {
+  ToolSandbox sandbox;
+  // The loader, the driver and the toolchain; of /etc only what they read.
+  sandbox.readable = {"/usr", "/lib", "/lib64", "/bin", "/etc/ld.so.cache", "/etc/OpenCL"};
+  // What the driver learns the machine from (cores, caches, memory, cgroup
+  // limits), and the worker's own /proc entry, never another process's.
+  for (const char* entry : {"/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/self",
+                            "/sys/devices/system", "/sys/fs/cgroup"}) {
+    sandbox.readable.push_back(entry);
+  }
+  KernelLowering& lowering = KernelLowering::shared();
+  for (std::string& f : lowering.toolchain_files()) sandbox.readable.push_back(std::move(f));
+
+  sandbox.writable = {"/dev/null"};
+  if (!worker_dir.empty()) sandbox.writable.push_back(worker_dir);
+  std::vector<std::string> caches = driver_cache_folders();
+  if (lowering.cache().enabled()) caches.push_back(lowering.cache().folder());
+  for (const std::string& folder : caches) {
+    std::error_code ec;
+    fs::create_directories(folder, ec);  // a rule needs the folder to exist
+    sandbox.writable.push_back(folder);
+  }
+  return sandbox;
+}
+
+absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox) {
+  if (const int threads = thread_count(); threads != 1) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("a worker must be confined before it starts threads; it has %d", threads));
+  }
+  Confinement out;
+  if (drop_capabilities()) out.walls |= kWallNoCapabilities;
+
+  const SandboxReach reach = sandbox_reach();
+  out.landlock_abi = reach.landlock_abi;
+  absl::StatusOr<PreparedSandbox> walls = PreparedSandbox::prepare(sandbox);
+  if (!walls.ok()) return walls.status();
+  if (walls->confines()) {
+    if (!walls->enter()) {
+      return absl::InternalError(
+          absl::StrFormat("cannot enter the worker's Landlock sandbox: %s", std::strerror(errno)));
+    }
+    if (reach.files) out.walls |= kWallFiles;
+    if (reach.tcp) out.walls |= kWallTcp;
+    if (reach.signals_and_abstract_sockets) out.walls |= kWallSignalsAndAbstractSockets;
+  }
+
+  if (absl::Status s = load_seccomp_filter(); !s.ok()) return s;
+  out.walls |= kWallSeccomp;
+  return out;
+}
+
+}  // namespace kad::server::worker

@@ -1,0 +1,65 @@
+// The walls around a worker (DESIGN §8). A worker runs client kernels as
+// native code, and a kernel that corrupts memory may take the process over;
+// what it can then do is what this file leaves it:
+//
+//  - files (Landlock): read the system's libraries and the toolchain, a few
+//    entries of /proc and /sys that the driver reads, and nothing of /etc but
+//    the loader's cache and the OpenCL vendor list; write only the code
+//    caches and its own folder (`--worker-dir`, its $TMPDIR). No /home, no
+//    /root beyond the caches, no /run, no kad socket to create;
+//  - TCP: neither bind nor connect (Landlock ABI 4);
+//  - other processes: no signal to and no abstract UNIX socket of anything
+//    outside its walls (Landlock ABI 6), no ptrace or process_vm_* (seccomp,
+//    and Landlock's own rule);
+//  - privileges: none (capabilities dropped, bounding set included; no new
+//    privileges), so a worker of a daemon that runs as root is not root's
+//    equal;
+//  - system calls (seccomp): no socket() at all, no namespaces, mounts,
+//    module loading, BPF, perf, keyrings, io_uring or handle-based opens.
+//
+// The compilers a worker starts inherit all of it, under their own, tighter
+// sandbox (core/tool_sandbox.h).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "core/tool_sandbox.h"
+
+namespace kad::server::worker {
+
+// What a worker's walls hold, as the worker reports it in its hello.
+enum WallBits : uint32_t {
+  kWallFiles = 1u << 0,
+  kWallTcp = 1u << 1,
+  kWallSignalsAndAbstractSockets = 1u << 2,
+  kWallNoCapabilities = 1u << 3,
+  kWallSeccomp = 1u << 4,
+};
+inline constexpr uint32_t kAllWalls =
+    kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets | kWallNoCapabilities | kWallSeccomp;
+
+// "files, TCP, signals and abstract sockets, capabilities, system calls" and,
+// for what is missing, "not: TCP (Landlock ABI 3)".
+std::string describe_walls(uint32_t walls, int landlock_abi);
+
+// The folders and files a worker of this process may read and write:
+// `worker_dir` (its own), the kernel toolchain's files, kad's code cache and
+// the driver's (PoCL's kcache), each made if missing.
+ToolSandbox worker_sandbox(const std::string& worker_dir);
+
+struct Confinement {
+  uint32_t walls = 0;  // WallBits
+  int landlock_abi = 0;
+};
+
+// Puts this process behind its walls for good: capabilities, then Landlock
+// with `sandbox`, then seccomp. Each holds for the calling thread and what it
+// starts, so call it while the process has one thread: before the driver
+// starts its own (FAILED_PRECONDITION otherwise). Walls this kernel lacks are
+// left out and reported as missing; an error when one it has fails to rise.
+absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox);
+
+}  // namespace kad::server::worker

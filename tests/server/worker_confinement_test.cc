@@ -1,0 +1,234 @@
+// DESIGN §8: a worker runs client kernels as native code, so a kernel that
+// takes its worker over runs whatever it likes there. These tests check what
+// it can then reach. The first runs the worker's own confinement
+// (confine_worker) in a child of the test and tries, as native code, each way
+// past the walls; the second starts real workers of kad's executable and
+// checks that PoCL still builds and runs kernels behind them.
+#include "server/worker/worker_confinement.h"
+
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/ptrace.h>
+#include <sys/socket.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "core/launch.h"
+#include "gtest/gtest.h"
+#include "server/worker/isolated_device.h"
+#include "tests/support/pocl.h"
+
+namespace kad {
+namespace {
+
+namespace fs = std::filesystem;
+using server::worker::describe_walls;
+using server::worker::IsolatedDevice;
+using server::worker::kAllWalls;
+using server::worker::WorkerPool;
+
+// errno of a call that failed, 0 when it succeeded.
+int outcome(long result) { return result < 0 ? errno : 0; }
+
+int try_open(const std::string& path, int flags) {
+  const int fd = open(path.c_str(), flags | O_CLOEXEC, 0600);
+  if (fd < 0) return errno;
+  close(fd);
+  return 0;
+}
+
+// What each attempt of a confined process gave: name -> errno (0: it worked).
+std::map<std::string, int> attempts_behind_the_walls(const std::string& worker_dir,
+                                                     const std::string& host_file) {
+  int report[2];
+  if (pipe(report) != 0) return {};
+  const pid_t parent = getpid();
+  const pid_t child = fork();
+  if (child == 0) {
+    close(report[0]);
+    std::ostringstream out;
+    absl::StatusOr<server::worker::Confinement> walls =
+        server::worker::confine_worker(server::worker::worker_sandbox(worker_dir));
+    out << "confined " << (walls.ok() ? 0 : 1) << "\n";
+    const std::string p = std::to_string(parent);
+    out << "read_etc_passwd " << try_open("/etc/passwd", O_RDONLY) << "\n";
+    out << "read_a_host_file " << try_open(host_file, O_RDONLY) << "\n";
+    out << "create_in_tmp "
+        << try_open(absl::StrCat("/tmp/kad-escape-", getpid()), O_CREAT | O_WRONLY) << "\n";
+    out << "create_in_own_folder " << try_open(worker_dir + "/scratch", O_CREAT | O_WRONLY) << "\n";
+    out << "read_daemon_environ " << try_open(absl::StrCat("/proc/", p, "/environ"), O_RDONLY)
+        << "\n";
+    out << "read_daemon_memory " << try_open(absl::StrCat("/proc/", p, "/mem"), O_RDONLY) << "\n";
+    out << "socket_inet " << outcome(socket(AF_INET, SOCK_STREAM, 0)) << "\n";
+    out << "socket_unix " << outcome(socket(AF_UNIX, SOCK_STREAM, 0)) << "\n";
+    out << "signal_daemon " << outcome(kill(parent, 0)) << "\n";
+    out << "ptrace_daemon " << outcome(ptrace(PTRACE_ATTACH, parent, nullptr, nullptr)) << "\n";
+    out << "new_user_namespace " << outcome(unshare(CLONE_NEWUSER)) << "\n";
+    __user_cap_header_struct header{_LINUX_CAPABILITY_VERSION_3, 0};
+    __user_cap_data_struct caps[2]{};
+    syscall(SYS_capget, &header, caps);
+    out << "capabilities " << (caps[0].effective | caps[0].permitted | caps[1].effective) << "\n";
+    // A compiler the worker starts still runs (and is confined as well).
+    const pid_t tool = fork();
+    if (tool == 0) {
+      execl("/bin/true", "true", nullptr);
+      _exit(127);
+    }
+    int status = 0;
+    waitpid(tool, &status, 0);
+    out << "run_a_tool " << (WIFEXITED(status) ? WEXITSTATUS(status) : 128) << "\n";
+    const std::string text = out.str();
+    (void)!write(report[1], text.data(), text.size());
+    _exit(0);
+  }
+  close(report[1]);
+  std::string text;
+  char chunk[512];
+  for (ssize_t n; (n = read(report[0], chunk, sizeof chunk)) > 0;) text.append(chunk, n);
+  close(report[0]);
+  waitpid(child, nullptr, 0);
+  std::map<std::string, int> results;
+  for (absl::string_view line : absl::StrSplit(text, '\n', absl::SkipEmpty())) {
+    const std::vector<std::string> parts = absl::StrSplit(line, ' ');
+    if (parts.size() == 2) results[parts[0]] = std::stoi(parts[1]);
+  }
+  return results;
+}
+
+TEST(WorkerConfinement, ATakenOverWorkerReachesNoFileSocketProcessOrPrivilege) {
+  const fs::path base = fs::path(::testing::TempDir()) / absl::StrCat("kad-walls-", getpid());
+  fs::create_directories(base / "worker");
+  const std::string host_file = (base / "secret").string();
+  std::ofstream(host_file) << "not for workers\n";
+
+  const std::map<std::string, int> got =
+      attempts_behind_the_walls((base / "worker").string(), host_file);
+  fs::remove_all(base);
+  ASSERT_EQ(got.count("confined"), 1u) << "the confined child reported nothing";
+  ASSERT_EQ(got.at("confined"), 0);
+
+  const SandboxReach reach = sandbox_reach();
+  if (reach.files) {
+    EXPECT_EQ(got.at("read_etc_passwd"), EACCES);
+    EXPECT_EQ(got.at("read_a_host_file"), EACCES);
+    EXPECT_EQ(got.at("create_in_tmp"), EACCES);
+    EXPECT_EQ(got.at("read_daemon_environ"), EACCES);
+    EXPECT_EQ(got.at("read_daemon_memory"), EACCES);
+  }
+  if (reach.signals_and_abstract_sockets) {
+    EXPECT_EQ(got.at("signal_daemon"), EPERM);
+  }
+  EXPECT_EQ(got.at("create_in_own_folder"), 0);
+  EXPECT_EQ(got.at("socket_inet"), EPERM);
+  EXPECT_EQ(got.at("socket_unix"), EPERM);
+  EXPECT_EQ(got.at("ptrace_daemon"), EPERM);
+  EXPECT_EQ(got.at("new_user_namespace"), EPERM);
+  EXPECT_EQ(got.at("capabilities"), 0);
+  EXPECT_EQ(got.at("run_a_tool"), 0);
+}
+
+TEST(WorkerConfinement, ConfiningAProcessWithThreadsIsRefused) {
+  // Landlock and seccomp hold per thread: a thread started before would be
+  // left outside, so the worker must confine itself before the driver starts any.
+  std::thread t([] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+  absl::StatusOr<server::worker::Confinement> walls =
+      server::worker::confine_worker(server::worker::worker_sandbox(""));
+  t.join();
+  ASSERT_FALSE(walls.ok());
+  EXPECT_EQ(walls.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(absl::StrContains(walls.status().message(), "it has 2")) << walls.status();
+}
+
+std::map<std::string, std::string> proc_status(pid_t pid) {
+  std::map<std::string, std::string> fields;
+  std::ifstream in(absl::StrCat("/proc/", pid, "/status"));
+  for (std::string line; std::getline(in, line);) {
+    const size_t colon = line.find(':');
+    if (colon == std::string::npos) continue;
+    fields[line.substr(0, colon)] = std::string(absl::StripAsciiWhitespace(line.substr(colon + 1)));
+  }
+  return fields;
+}
+
+std::string worker_dir_of(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
+  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  for (absl::string_view arg : absl::StrSplit(cmdline, '\0')) {
+    if (absl::ConsumePrefix(&arg, "--worker-dir=")) return std::string(arg);
+  }
+  return {};
+}
+
+TEST(WorkerConfinement, KadsWorkersBuildAndRunKernelsBehindEveryWall) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
+  auto device = std::make_unique<IsolatedDevice>(testing::pocl_device(), pool);
+  // A kernel no cache has seen: PoCL builds it inside the walls (clang in
+  // process, then `ld`, writing its kernel cache).
+  const int32_t salt = static_cast<int32_t>(getpid() ^ time(nullptr)) & 0xffff;
+  auto module = Module::create(
+      ModuleFormat::kOpenClC,
+      absl::StrCat("kernel void salted(KAD_CONTEXT, global int* out, int k) {\n"
+                   "  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * ",
+                   salt, " + k;\n}\n"));
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto kernel = Kernel::create(*module, {"salted",
+                                         std::nullopt,
+                                         std::nullopt,
+                                         {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)},
+                                         ""});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  constexpr int64_t kElements = 4096;
+  auto queue = device->create_queue();
+  auto buffer = device->allocate(kElements * sizeof(int32_t));
+  ASSERT_TRUE(queue.ok() && buffer.ok()) << queue.status() << buffer.status();
+  KernelCache cache;
+  const NdRange range{Dims{kElements}};
+  const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(7)};
+  absl::StatusOr<LaunchResult> r = launch(**kernel, **queue, cache, {&range, nullptr, args});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE((*queue)->wait(r->event).ok());
+  std::vector<int32_t> host(kElements);
+  ASSERT_TRUE((*queue)->read_buffer(**buffer, 0, std::as_writable_bytes(std::span(host))).ok());
+  for (int64_t i = 0; i < kElements; ++i)
+    ASSERT_EQ(host[static_cast<size_t>(i)], static_cast<int32_t>(i) * salt + 7) << "at " << i;
+
+  const pid_t pid = device->worker_pid();
+  ASSERT_GT(pid, 0);
+  const std::map<std::string, std::string> status = proc_status(pid);
+  EXPECT_EQ(status.at("NoNewPrivs"), "1");
+  EXPECT_EQ(status.at("Seccomp"), "2");  // a filter
+  EXPECT_EQ(status.at("CapEff"), "0000000000000000");
+  EXPECT_EQ(status.at("CapPrm"), "0000000000000000");
+  if (geteuid() == 0) {
+    EXPECT_EQ(status.at("CapBnd"), "0000000000000000");
+  }
+  if (sandbox_reach().signals_and_abstract_sockets) {
+    EXPECT_EQ(pool.stats().walls, describe_walls(kAllWalls, sandbox_reach().landlock_abi));
+  }
+
+  // Its own folder lives as long as it does.
+  const std::string dir = worker_dir_of(pid);
+  ASSERT_FALSE(dir.empty());
+  EXPECT_TRUE(fs::is_directory(dir));
+  queue->reset();
+  buffer->reset();
+  device.reset();
+  EXPECT_FALSE(fs::exists(dir)) << dir << " outlived its worker";
+}
+
+}  // namespace
+}  // namespace kad
