@@ -143,6 +143,16 @@ class Device {
   // Compiles; a failure carries the compiler's log.
   virtual absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(
       const CompileRequest& request) = 0;
+  // The part of compile() that needs no driver: lowering `request` to what
+  // the driver takes, into the code cache (KernelLowering), in kad's own
+  // confined tools. A daemon whose driver runs in a worker calls it before it
+  // asks the worker to compile, so that workers only read the code cache and
+  // cannot plant code in it for other sessions (DESIGN §8). Errors are the
+  // compile's own.
+  virtual absl::Status lower_ahead(const CompileRequest& request) {
+    (void)request;
+    return absl::OkStatus();
+  }
   virtual LaunchOverride* launch_override() { return nullptr; }
 };
 

@@ -182,30 +182,25 @@ absl::StatusOr<std::unique_ptr<Queue>> OpenClDevice::create_queue() {
   return std::unique_ptr<Queue>(std::move(*q));
 }
 
-absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
-    const CompileRequest& request) {
+absl::StatusOr<std::optional<std::string>> OpenClDevice::lowered_spir(
+    const CompileRequest& request) const {
   const ModuleFormat format = request.module.format();
-  absl::StatusOr<std::unique_ptr<OpenClKernel>> k;
+  KernelLowering& lowering = KernelLowering::shared();
   switch (format) {
     case ModuleFormat::kOpenClC: {
       // A client's source is compiled out of this process (DESIGN §8): by
       // kad's toolchain, in a confined child under time and memory limits,
       // to SPIR that the driver takes. A driver without cl_khr_spir, or a kad
       // without toolchain, compiles it here, behind check_opencl_source alone.
-      KernelLowering& lowering = KernelLowering::shared();
-      if (spir_ && lowering.toolchain_status().ok()) {
-        absl::StatusOr<std::string> spir = lowering.lower(request, CodeTarget::kSpir, "");
-        if (!spir.ok()) {
-          return absl::Status(
-              spir.status().code(),
-              absl::StrFormat("kernel `%s` did not compile for device %s: %s",
-                              request.signature.entry, info_.id, spir.status().message()));
-        }
-        k = OpenClKernel::build(*this, request, {ProgramKind::kSpir, *spir});
-      } else {
-        k = OpenClKernel::build(*this, request, {ProgramKind::kSource, request.source});
+      if (!spir_ || !lowering.toolchain_status().ok()) return std::nullopt;
+      absl::StatusOr<std::string> spir = lowering.lower(request, CodeTarget::kSpir, "");
+      if (!spir.ok()) {
+        return absl::Status(
+            spir.status().code(),
+            absl::StrFormat("kernel `%s` did not compile for device %s: %s",
+                            request.signature.entry, info_.id, spir.status().message()));
       }
-      break;
+      return *std::move(spir);
     }
     case ModuleFormat::kSpirv:
     case ModuleFormat::kLlvmBitcodeSpir64: {
@@ -214,14 +209,35 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
             "kernel `%s`: device %s cannot run a %s module: it lacks cl_khr_spir; submit OpenCL C",
             request.signature.entry, info_.id, module_format_name(format)));
       }
-      absl::StatusOr<std::string> spir =
-          KernelLowering::shared().lower(request, CodeTarget::kSpir, "");
+      absl::StatusOr<std::string> spir = lowering.lower(request, CodeTarget::kSpir, "");
       if (!spir.ok()) {
         return absl::Status(spir.status().code(),
                             absl::StrFormat("kernel `%s` on device %s: %s", request.signature.entry,
                                             info_.id, spir.status().message()));
       }
-      k = OpenClKernel::build(*this, request, {ProgramKind::kSpir, *spir});
+      return *std::move(spir);
+    }
+    default:
+      return std::nullopt;  // not for this device: compile() says so
+  }
+}
+
+absl::Status OpenClDevice::lower_ahead(const CompileRequest& request) {
+  return lowered_spir(request).status();
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
+    const CompileRequest& request) {
+  const ModuleFormat format = request.module.format();
+  absl::StatusOr<std::unique_ptr<OpenClKernel>> k;
+  switch (format) {
+    case ModuleFormat::kOpenClC:
+    case ModuleFormat::kSpirv:
+    case ModuleFormat::kLlvmBitcodeSpir64: {
+      absl::StatusOr<std::optional<std::string>> spir = lowered_spir(request);
+      if (!spir.ok()) return spir.status();
+      k = *spir ? OpenClKernel::build(*this, request, {ProgramKind::kSpir, **spir})
+                : OpenClKernel::build(*this, request, {ProgramKind::kSource, request.source});
       break;
     }
     case ModuleFormat::kPtx:

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 
 #include "absl/synchronization/mutex.h"
 #include "backends/opencl/cl.h"
@@ -24,6 +25,7 @@ class OpenClDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) override;
   absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
+  absl::Status lower_ahead(const CompileRequest& request) override;
 
   const OpenClApi& api() const { return *api_; }
   cl_context context() const { return context_; }
@@ -47,6 +49,11 @@ class OpenClDevice final : public Device {
   absl::Mutex zero_mu_;
   cl_command_queue zero_queue_ ABSL_GUARDED_BY(zero_mu_) = nullptr;  // made on first use
   bool spir_ = false;
+
+  // The SPIR the driver builds for `request`, lowered by kad's toolchain
+  // through the code cache; none when the driver compiles the source itself
+  // (no cl_khr_spir, or no toolchain) or the format is not for this device.
+  absl::StatusOr<std::optional<std::string>> lowered_spir(const CompileRequest& request) const;
   DeviceInfo info_;
 };
 

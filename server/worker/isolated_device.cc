@@ -400,6 +400,9 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
 
 absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
     const CompileRequest& request) {
+  // Lowered here, by the daemon's tools, into the code cache the worker may
+  // only read; before taking the lock, since it may take seconds.
+  if (absl::Status s = shared_.lower_ahead(request); !s.ok()) return s;
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ensure_worker(); !s.ok()) return s;
   const uint64_t id = next_kernel_id.fetch_add(1);

@@ -176,13 +176,18 @@ ToolSandbox worker_sandbox(const std::string& worker_dir) {
   KernelLowering& lowering = KernelLowering::shared();
   for (std::string& f : lowering.toolchain_files()) sandbox.readable.push_back(std::move(f));
 
+  // kad's code cache is read-only: the daemon lowers every kernel before a
+  // worker compiles it (Device::lower_ahead), so a worker finds its code
+  // there and cannot plant code for another session's kernel.
+  std::error_code ec;
+  if (lowering.cache().enabled()) {
+    fs::create_directories(lowering.cache().folder(), ec);  // a rule needs the folder
+    sandbox.readable.push_back(lowering.cache().folder());
+  }
   sandbox.writable = {"/dev/null"};
   if (!worker_dir.empty()) sandbox.writable.push_back(worker_dir);
-  std::vector<std::string> caches = driver_cache_folders();
-  if (lowering.cache().enabled()) caches.push_back(lowering.cache().folder());
-  for (const std::string& folder : caches) {
-    std::error_code ec;
-    fs::create_directories(folder, ec);  // a rule needs the folder to exist
+  for (const std::string& folder : driver_cache_folders()) {
+    fs::create_directories(folder, ec);
     sandbox.writable.push_back(folder);
   }
   return sandbox;

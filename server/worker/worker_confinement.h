@@ -4,9 +4,10 @@
 //
 //  - files (Landlock): read the system's libraries and the toolchain, a few
 //    entries of /proc and /sys that the driver reads, and nothing of /etc but
-//    the loader's cache and the OpenCL vendor list; write only the code
-//    caches and its own folder (`--worker-dir`, its $TMPDIR). No /home, no
-//    /root beyond the caches, no /run, no kad socket to create;
+//    the loader's cache and the OpenCL vendor list, and kad's code cache
+//    (which the daemon fills: Device::lower_ahead); write only the driver's
+//    cache (PoCL's kcache) and its own folder (`--worker-dir`, its $TMPDIR).
+//    No /home, no /root beyond the caches, no /run, no kad socket to create;
 //  - TCP: neither bind nor connect (Landlock ABI 4);
 //  - other processes: no signal to and no abstract UNIX socket of anything
 //    outside its walls (Landlock ABI 6), no ptrace or process_vm_* (seccomp,
@@ -46,8 +47,8 @@ inline constexpr uint32_t kAllWalls =
 std::string describe_walls(uint32_t walls, int landlock_abi);
 
 // The folders and files a worker of this process may read and write:
-// `worker_dir` (its own), the kernel toolchain's files, kad's code cache and
-// the driver's (PoCL's kcache), each made if missing.
+// `worker_dir` (its own), the kernel toolchain's files, kad's code cache
+// (read only) and the driver's (PoCL's kcache), the caches made if missing.
 ToolSandbox worker_sandbox(const std::string& worker_dir);
 
 struct Confinement {

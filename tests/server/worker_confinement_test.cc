@@ -27,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "core/kernel_lowering.h"
 #include "core/launch.h"
 #include "gtest/gtest.h"
 #include "server/worker/isolated_device.h"
@@ -69,6 +70,11 @@ std::map<std::string, int> attempts_behind_the_walls(const std::string& worker_d
     out << "read_a_host_file " << try_open(host_file, O_RDONLY) << "\n";
     out << "create_in_tmp "
         << try_open(absl::StrCat("/tmp/kad-escape-", getpid()), O_CREAT | O_WRONLY) << "\n";
+    const std::string code_cache = KernelLowering::shared().cache().folder();
+    out << "plant_in_code_cache "
+        << try_open(absl::StrCat(code_cache, "/planted-", getpid(), ".kadc"), O_CREAT | O_WRONLY)
+        << "\n";
+    out << "list_code_cache " << outcome(open(code_cache.c_str(), O_RDONLY | O_DIRECTORY)) << "\n";
     out << "create_in_own_folder " << try_open(worker_dir + "/scratch", O_CREAT | O_WRONLY) << "\n";
     out << "read_daemon_environ " << try_open(absl::StrCat("/proc/", p, "/environ"), O_RDONLY)
         << "\n";
@@ -128,6 +134,9 @@ TEST(WorkerConfinement, ATakenOverWorkerReachesNoFileSocketProcessOrPrivilege) {
     EXPECT_EQ(got.at("create_in_tmp"), EACCES);
     EXPECT_EQ(got.at("read_daemon_environ"), EACCES);
     EXPECT_EQ(got.at("read_daemon_memory"), EACCES);
+    // kad's code cache is the daemon's to write (Device::lower_ahead).
+    EXPECT_EQ(got.at("plant_in_code_cache"), EACCES);
+    EXPECT_EQ(got.at("list_code_cache"), 0);
   }
   if (reach.signals_and_abstract_sockets) {
     EXPECT_EQ(got.at("signal_daemon"), EPERM);
