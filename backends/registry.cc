@@ -1,5 +1,7 @@
 #include "backends/registry.h"
 
+#include <functional>
+
 #include "backends/cuda/cuda_backend.h"
 #include "backends/hsa/hsa_backend.h"
 #include "backends/level_zero/level_zero_backend.h"
@@ -25,9 +27,16 @@ DeviceRegistry discover_devices(const DiscoveryConfig& config) {
   // log line and no devices.
   cuda::DiscoveryOptions cuda_options;
   cuda_options.device.prefer_blocks = config.cuda_prefer_blocks;
-  BackendDiscovery backends[] = {opencl::discover(), cuda::discover(cuda_options), hsa::discover(),
-                                 level_zero::discover()};
-  for (BackendDiscovery& found : backends) {
+  const struct {
+    const char* name;
+    std::function<BackendDiscovery()> discover;
+  } kBackends[] = {{"opencl", [] { return opencl::discover(); }},
+                   {"cuda", [&] { return cuda::discover(cuda_options); }},
+                   {"hsa", [] { return hsa::discover(); }},
+                   {"level_zero", [] { return level_zero::discover(); }}};
+  for (const auto& backend : kBackends) {
+    if (!config.only_backend.empty() && config.only_backend != backend.name) continue;
+    BackendDiscovery found = backend.discover();
     for (auto& d : found.devices) registry.devices.push_back(std::move(d));
     for (auto& line : found.log) registry.log.push_back(std::move(line));
   }

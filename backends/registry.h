@@ -22,6 +22,10 @@ struct DeviceRegistry {
 // Settings of the backends that have any (kad's flags).
 struct DiscoveryConfig {
   bool cuda_prefer_blocks = false;  // CUDA tuning: more, smaller blocks (see occupancy_threads)
+  // Only the backend that a device id starts with ("opencl" for
+  // opencl:pocl:0): a worker serves one device and need not wait for the
+  // others' drivers to start. Empty: every backend.
+  std::string only_backend;
 };
 
 DeviceRegistry discover_devices(const DiscoveryConfig& config = {});

@@ -47,7 +47,8 @@ void start_lowering(const Config& config) {
 
 kad::DeviceRegistry start_devices(const Config& config) {
   start_lowering(config);
-  return kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
+  return kad::discover_devices(
+      {.cuda_prefer_blocks = config.cuda_prefer_blocks, .only_backend = {}});
 }
 
 // `kad --worker-fd 3 --worker-device ID --worker-dir DIR`: runs client
@@ -61,8 +62,9 @@ int serve_as_worker(const Config& config) {
   absl::StatusOr<worker::Confinement> walls =
       worker::confine_worker(worker::worker_sandbox(config.worker_dir));
   if (!walls.ok()) return worker::serve_worker(3, nullptr, walls.status(), {});
-  kad::DeviceRegistry registry =
-      kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks});
+  kad::DeviceRegistry registry = kad::discover_devices(
+      {.cuda_prefer_blocks = config.cuda_prefer_blocks,
+       .only_backend = config.worker_device.substr(0, config.worker_device.find(':'))});
   kad::Device* device = registry.find(config.worker_device);
   const absl::Status why =
       device != nullptr ? absl::OkStatus()
