@@ -128,7 +128,7 @@ int cmd_status(kad::Client& client, bool json) {
                static_cast<unsigned long long>(s->queue_depth), s->draining ? " (draining)" : "");
   absl::PrintF(
       "workers    %llu running, %llu started, %llu ended by a kernel's crash, %llu stopped at a "
-      "launch deadline\n",
+      "deadline\n",
       static_cast<unsigned long long>(s->workers_running),
       static_cast<unsigned long long>(s->workers_started),
       static_cast<unsigned long long>(s->workers_crashed),

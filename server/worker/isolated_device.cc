@@ -330,10 +330,11 @@ absl::Status IsolatedDevice::ensure_worker() {
   return absl::OkStatus();
 }
 
-void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue) {
+void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue,
+                                 bool stop) {
   if (!worker_) return;
   const pid_t pid = worker_->pid();
-  const bool deadline = deadline_queue != nullptr;
+  const bool deadline = deadline_queue != nullptr || stop;
   // Reaped below: from now on its pid may name another process.
   running_pid_.store(0);
   const std::string ended = deadline ? worker_->stop() : worker_->reap();
@@ -352,11 +353,16 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
           "kernel `%s` (launch %d) ran past the launch deadline of %s: kad stopped the "
           "session's worker (pid %d) on %s; %s",
           kernel, first, absl::FormatDuration(q->launch_timeout_), pid, info().id, lost));
-    } else if (deadline) {
+    } else if (deadline_queue != nullptr) {
       q->loss_ = absl::AbortedError(absl::StrFormat(
           "the session's worker (pid %d) on %s was stopped for a launch past its deadline on "
           "another queue; %s, the first of them kernel `%s`",
           pid, info().id, lost, kernel));
+    } else if (stop) {
+      q->loss_ = absl::AbortedError(
+          absl::StrFormat("the session's worker (pid %d) on %s was stopped (%s); %s, the first "
+                          "of them kernel `%s`",
+                          pid, info().id, why.message(), lost, kernel));
     } else {
       q->loss_ = absl::AbortedError(absl::StrFormat(
           "the session's worker (pid %d) on %s %s while running kernel `%s` (launch %d); %s", pid,
@@ -426,15 +432,17 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   }
   if (!transport.ok()) {
     const pid_t pid = worker_->pid();
-    const bool late = transport.code() == absl::StatusCode::kDeadlineExceeded;
-    lose_worker(transport, nullptr);
-    if (late) {
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "compiling kernel `%s` on %s took longer than %s: kad stopped the session's worker "
-          "(pid %d)",
-          request.signature.entry, info().id, absl::FormatDuration(pool_.options().compile_timeout),
-          pid));
+    if (transport.code() == absl::StatusCode::kDeadlineExceeded) {
+      // Stopped by kad, not ended by the client's code: counted as a
+      // deadline, and killed at once rather than given time to end.
+      const std::string late = absl::StrFormat(
+          "compiling kernel `%s` on %s took longer than %s", request.signature.entry, info().id,
+          absl::FormatDuration(pool_.options().compile_timeout));
+      lose_worker(absl::DeadlineExceededError(late), nullptr, /*stop=*/true);
+      return absl::DeadlineExceededError(
+          absl::StrFormat("%s: kad stopped the session's worker (pid %d)", late, pid));
     }
+    lose_worker(transport, nullptr);
     return absl::AbortedError(
         absl::StrFormat("compiling kernel `%s` on %s ended the session's worker (pid %d): %s",
                         request.signature.entry, info().id, pid, transport.message()));

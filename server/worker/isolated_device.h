@@ -99,8 +99,10 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
 
   absl::Status ensure_worker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The worker failed to answer (`why`): ends it, and tells every queue
-  // which of its launches were lost. `deadline_queue` ran past its deadline.
-  void lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue)
+  // which of its launches were lost. `deadline_queue` ran past its deadline;
+  // `stop`: kad stops it for another deadline (a compile's). Either is
+  // counted as a deadline, not a crash, and the worker is killed at once.
+  void lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue, bool stop = false)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Sends a request and returns the worker's answer, waiting until
   // `deadline`; a worker that does not answer is lost (UNAVAILABLE).

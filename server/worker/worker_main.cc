@@ -86,10 +86,15 @@ class WorkerServer {
   absl::Status handle(Op op, std::span<const std::byte> payload, int fd) {
     switch (op) {
       case Op::kLaunch: {
-        if (payload.size() < offsetof(LaunchRecord, args))
-          return absl::InternalError("short launch");
-        if (absl::Status s = read(payload, &launch_, offsetof(LaunchRecord, args)); !s.ok())
-          return s;
+        // Only the bytes that came: the record (2.6 KB with every argument
+        // slot) is not cleared per launch, so the size must match `nargs`.
+        if (payload.size() < offsetof(LaunchRecord, args) || payload.size() > sizeof(LaunchRecord))
+          return absl::InternalError(absl::StrFormat("a launch of %d bytes", payload.size()));
+        std::memcpy(&launch_, payload.data(), payload.size());
+        if (launch_.nargs > kMaxKernelArgs || launch_.wire_size() != payload.size()) {
+          return absl::InternalError(absl::StrFormat("a launch of %d bytes for %d arguments",
+                                                     payload.size(), launch_.nargs));
+        }
         launch();
         return absl::OkStatus();
       }

@@ -70,7 +70,7 @@ class WorkerPool {
     uint64_t started = 0;    // workers started, spares included
     uint64_t ready = 0;      // spares started and not taken
     uint64_t crashed = 0;    // workers a client's kernel ended
-    uint64_t timed_out = 0;  // workers stopped at a launch deadline
+    uint64_t timed_out = 0;  // workers stopped at a deadline (a launch's or a compile's)
     std::string walls;       // describe_walls() of the newest worker started
   };
   // A session's worker ended: by a crash, or stopped at a deadline.
