@@ -85,6 +85,7 @@ struct SharedCacheSettings {
   absl::Mutex mu;
   bool made ABSL_GUARDED_BY(mu) = false;
   std::optional<std::pair<std::string, uint64_t>> folder ABSL_GUARDED_BY(mu);
+  std::string toolchain_version ABSL_GUARDED_BY(mu);
 };
 
 SharedCacheSettings& shared_cache_settings() {
@@ -99,6 +100,14 @@ bool KernelLowering::configure_shared_cache(std::string folder, uint64_t max_byt
   absl::MutexLock lock(&settings.mu);
   if (settings.made) return false;
   settings.folder.emplace(std::move(folder), max_bytes);
+  return true;
+}
+
+bool KernelLowering::configure_known_toolchain_version(std::string version) {
+  SharedCacheSettings& settings = shared_cache_settings();
+  absl::MutexLock lock(&settings.mu);
+  if (settings.made) return false;
+  settings.toolchain_version = std::move(version);
   return true;
 }
 
@@ -121,7 +130,13 @@ KernelLowering& KernelLowering::shared() {
       }
       prelower = *std::move(parsed);
     }
-    return new KernelLowering(Toolchain::find(), cache, std::move(prelower));
+    std::string known_version;
+    {
+      SharedCacheSettings& settings = shared_cache_settings();
+      absl::MutexLock lock(&settings.mu);
+      known_version = settings.toolchain_version;
+    }
+    return new KernelLowering(Toolchain::find(known_version), cache, std::move(prelower));
   }();
   return *lowering;
 }

@@ -50,6 +50,9 @@ class KernelLowering {
   // Where shared() keeps its cache (kad's --cache-dir); an empty folder turns
   // it off. Only before the first shared(): false when too late.
   static bool configure_shared_cache(std::string folder, uint64_t max_bytes);
+  // The toolchain's version as the daemon found it, so that shared() need not
+  // run `clang --version` (Toolchain::find). Only before the first shared().
+  static bool configure_known_toolchain_version(std::string version);
 
   // Names lowered code in keys: the toolchain found, else the one kad was built with.
   const std::string& version() const { return version_; }

@@ -191,7 +191,7 @@ absl::StatusOr<ToolRun> run_limited(const std::vector<std::string>& argv,
   return run;
 }
 
-absl::StatusOr<Toolchain> Toolchain::find() {
+absl::StatusOr<Toolchain> Toolchain::find(absl::string_view known_version) {
   Toolchain t;
   const char* bin = std::getenv("KAD_LLVM_BIN");
   t.bin_ = bin && *bin ? bin : "/usr/lib/llvm-15/bin";
@@ -225,6 +225,10 @@ absl::StatusOr<Toolchain> Toolchain::find() {
                  t.bin_,
                  fs::path(t.bin_).parent_path().string(),
                  t.libclc_};
+  if (!known_version.empty()) {
+    t.version_ = std::string(known_version);
+    return t;
+  }
   absl::StatusOr<ToolRun> v = run_limited({t.clang_, "--version"}, ToolchainLimits{});
   if (!v.ok()) return v.status();
   t.version_ = v->output.substr(0, v->output.find('\n'));

@@ -9,6 +9,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "core/kernel_lowering.h"
 
 namespace kad::server {
 
@@ -75,6 +76,7 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
   app.add_option("--worker-device", c.worker_device)->group("");
   app.add_option("--worker-dir", c.worker_dir)->group("");
+  app.add_option("--toolchain-version", c.toolchain_version)->group("");
   app.add_flag("--cuda-prefer-blocks", c.cuda_prefer_blocks,
                "CUDA: tune for at least one block per SM, with fewer threads per block");
   try {
@@ -163,6 +165,8 @@ std::vector<std::string> worker_args(const Config& config) {
         absl::StrCat("--cache-dir=", config.cache_dir->empty() ? "off" : *config.cache_dir));
   }
   if (config.cuda_prefer_blocks) args.push_back("--cuda-prefer-blocks");
+  if (KernelLowering& lowering = KernelLowering::shared(); lowering.toolchain_status().ok())
+    args.push_back(absl::StrCat("--toolchain-version=", lowering.version()));
   return args;
 }
 

@@ -32,7 +32,8 @@ struct Config {
   // Set when this process is a worker: `kad --worker-fd 3 --worker-device ID`.
   int worker_fd = -1;
   std::string worker_device;
-  std::string worker_dir;  // the worker's own folder (its $TMPDIR), made and removed by kad
+  std::string worker_dir;         // the worker's own folder (its $TMPDIR), made and removed by kad
+  std::string toolchain_version;  // the daemon's, told to its workers
 };
 
 // The flags a worker is started with: the settings it shares with its daemon.

@@ -37,6 +37,9 @@ void write_ready_file(const std::string& path, const std::vector<std::string>& u
 // The kernel toolchain and its code cache, the same way in the daemon and in
 // its workers.
 void start_lowering(const Config& config) {
+  if (!config.toolchain_version.empty()) {
+    kad::KernelLowering::configure_known_toolchain_version(config.toolchain_version);
+  }
   if (config.cache_dir) {
     kad::KernelLowering::configure_shared_cache(*config.cache_dir, config.cache_max_bytes);
   }
