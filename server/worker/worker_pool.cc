@@ -125,16 +125,23 @@ void WorkerPool::note_lost(bool deadline) {
 }
 
 void WorkerPool::refill() {
+  // As many starts at once as there are cores: a worker's start is mostly its
+  // own CPU time (loading kad, starting the driver), so a burst of new
+  // sessions waits for one round of starts, not one start after another.
+  const size_t at_once = std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8);
   for (;;) {
-    std::string device;
-    bool spare = false;  // for no take waiting now: it may take time to preload
+    struct Start {
+      std::string device;
+      bool spare;  // for no take waiting now: it may take time to preload
+    };
+    std::vector<Start> batch;
     {
       absl::MutexLock lock(&mu_);
-      // A device whose takes and spares outnumber its ready workers.
+      // A device whose takes and spares outnumber its ready and starting workers.
       auto short_of = [this](const std::string& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         const bool spares = std::find(devices_.begin(), devices_.end(), d) != devices_.end();
         const size_t want = static_cast<size_t>(wanted_[d] + (spares ? options_.spares : 0));
-        return ready_[d].size() < want;
+        return ready_[d].size() + static_cast<size_t>(starting_[d]) < want;
       };
       auto next = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::string {
         for (const auto& [d, n] : wanted_) {
@@ -150,35 +157,48 @@ void WorkerPool::refill() {
       };
       mu_.Await(absl::Condition(&needs_one));
       if (stopping_) return;
-      device = next();
-      spare = wanted_[device] == 0;
-      ++stats_.started;
-    }
-    absl::StatusOr<std::unique_ptr<WorkerProcess>> w =
-        WorkerProcess::start(options_.command, device, options_.start_timeout);
-    if (w.ok() && spare) preload(**w, device);
-    absl::MutexLock lock(&mu_);
-    if (!w.ok()) {
-      // Takes waiting now fail with the reason; spares stop for this device
-      // (a take still tries again).
-      spdlog::warn("{}", std::string(w.status().message()));
-      failed_[device] = w.status();
-      ++failures_;
-      devices_.erase(std::remove(devices_.begin(), devices_.end(), device), devices_.end());
-      continue;
-    }
-    // Said once, and again should it change: an operator must know when
-    // client code runs behind fewer walls than it could.
-    const std::string walls = describe_walls((*w)->walls(), (*w)->landlock_abi());
-    if (walls != stats_.walls) {
-      if ((*w)->walls() == kAllWalls) {
-        spdlog::info("workers on {} are confined: {}", device, walls);
-      } else {
-        spdlog::warn("workers on {} are confined less than they could be: {}", device, walls);
+      for (std::string d; batch.size() < at_once && !(d = next()).empty();) {
+        // The first starts go to the takes waiting; the rest are spares.
+        batch.push_back({d, starting_[d] + static_cast<int>(ready_[d].size()) >= wanted_[d]});
+        ++starting_[d];
+        ++stats_.started;
       }
-      stats_.walls = walls;
     }
-    ready_[device].push_back(*std::move(w));
+    std::vector<absl::StatusOr<std::unique_ptr<WorkerProcess>>> spawned;
+    for (const Start& s : batch)
+      spawned.push_back(WorkerProcess::spawn(options_.command, s.device));
+    const absl::Time deadline = absl::Now() + options_.start_timeout;
+    for (size_t i = 0; i < batch.size(); ++i) {
+      absl::StatusOr<std::unique_ptr<WorkerProcess>>& w = spawned[i];
+      const std::string& device = batch[i].device;
+      if (w.ok()) {
+        if (absl::Status s = (*w)->await_hello(deadline); !s.ok()) w = s;
+      }
+      if (w.ok() && batch[i].spare) preload(**w, device);
+      absl::MutexLock lock(&mu_);
+      --starting_[device];
+      if (!w.ok()) {
+        // Takes waiting now fail with the reason; spares stop for this device
+        // (a take still tries again).
+        spdlog::warn("{}", std::string(w.status().message()));
+        failed_[device] = w.status();
+        ++failures_;
+        devices_.erase(std::remove(devices_.begin(), devices_.end(), device), devices_.end());
+        continue;
+      }
+      // Said once, and again should it change: an operator must know when
+      // client code runs behind fewer walls than it could.
+      const std::string walls = describe_walls((*w)->walls(), (*w)->landlock_abi());
+      if (walls != stats_.walls) {
+        if ((*w)->walls() == kAllWalls) {
+          spdlog::info("workers on {} are confined: {}", device, walls);
+        } else {
+          spdlog::warn("workers on {} are confined less than they could be: {}", device, walls);
+        }
+        stats_.walls = walls;
+      }
+      ready_[device].push_back(*std::move(w));
+    }
   }
 }
 

@@ -90,6 +90,7 @@ class WorkerPool {
   std::vector<std::string> devices_ ABSL_GUARDED_BY(mu_);  // those that keep spares
   // Takes waiting for a worker, per device, and why the last start failed.
   absl::flat_hash_map<std::string, int> wanted_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, int> starting_ ABSL_GUARDED_BY(mu_);  // spawned, not ready
   absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   struct RecentKernel {

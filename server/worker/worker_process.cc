@@ -20,9 +20,8 @@ extern char** environ;
 
 namespace kad::server::worker {
 
-absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const WorkerCommand& command,
-                                                                    const std::string& device_id,
-                                                                    absl::Duration timeout) {
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const WorkerCommand& command,
+                                                                    const std::string& device_id) {
   int fds[2];
   if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     return absl::UnavailableError(
@@ -70,33 +69,33 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::start(const Worker
     return absl::UnavailableError(
         absl::StrFormat("cannot start a worker (%s): %s", command.executable, std::strerror(err)));
   }
-  std::unique_ptr<WorkerProcess> worker(new WorkerProcess(pid, fds[0], std::move(dir)));
+  return std::unique_ptr<WorkerProcess>(new WorkerProcess(pid, fds[0], std::move(dir), device_id));
+}
 
+absl::Status WorkerProcess::await_hello(absl::Time deadline) {
   Header header;
   HelloRecord hello;
   std::span<const std::byte> payload;
-  absl::Status s =
-      worker->reader().next(&header, &payload, nullptr, absl::Now() + timeout, sizeof hello + 4096);
+  absl::Status s = reader_.next(&header, &payload, nullptr, deadline, sizeof hello + 4096);
   if (s.ok() && (header.op != static_cast<uint32_t>(Op::kHello) || header.size < sizeof hello)) {
     s = absl::InternalError("the worker's first message is not a hello");
   }
   if (!s.ok()) {
-    const std::string ended =
-        s.code() == absl::StatusCode::kDeadlineExceeded ? worker->stop() : worker->reap();
+    const std::string ended = s.code() == absl::StatusCode::kDeadlineExceeded ? stop() : reap();
     return absl::UnavailableError(absl::StrFormat("a worker for %s did not start (%s; it %s)",
-                                                  device_id, s.message(), ended));
+                                                  device_id_, s.message(), ended));
   }
   std::memcpy(&hello, payload.data(), sizeof hello);
   if (hello.code != 0) {
     const std::string why(reinterpret_cast<const char*>(payload.data()) + sizeof hello,
                           payload.size() - sizeof hello);
-    worker->reap();
+    reap();
     return absl::UnavailableError(
-        absl::StrFormat("a worker for %s cannot serve: %s", device_id, why));
+        absl::StrFormat("a worker for %s cannot serve: %s", device_id_, why));
   }
-  worker->walls_ = hello.walls & kAllWalls;
-  worker->landlock_abi_ = std::clamp(hello.landlock_abi, 0, 1 << 16);
-  return worker;
+  walls_ = hello.walls & kAllWalls;
+  landlock_abi_ = std::clamp(hello.landlock_abi, 0, 1 << 16);
+  return absl::OkStatus();
 }
 
 WorkerProcess::~WorkerProcess() {

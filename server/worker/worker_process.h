@@ -25,11 +25,14 @@ struct WorkerCommand {
 
 class WorkerProcess {
  public:
-  // Starts a worker for `device_id` and waits, at most `timeout`, for its
-  // hello. UNAVAILABLE when it cannot start or has no such device.
-  static absl::StatusOr<std::unique_ptr<WorkerProcess>> start(const WorkerCommand& command,
-                                                              const std::string& device_id,
-                                                              absl::Duration timeout);
+  // Starts a worker for `device_id` (with its own folder); it is ready to
+  // serve once await_hello() says so. UNAVAILABLE when it cannot start.
+  static absl::StatusOr<std::unique_ptr<WorkerProcess>> spawn(const WorkerCommand& command,
+                                                              const std::string& device_id);
+  // Waits until `deadline` for the worker's hello: OK when it serves, else
+  // UNAVAILABLE saying why (it has no such device, could not raise its walls,
+  // died, or said nothing in time), and the worker is ended.
+  absl::Status await_hello(absl::Time deadline);
   ~WorkerProcess();  // stop()s it
   WorkerProcess(const WorkerProcess&) = delete;
   WorkerProcess& operator=(const WorkerProcess&) = delete;
@@ -57,8 +60,8 @@ class WorkerProcess {
   std::string reap();
 
  private:
-  WorkerProcess(pid_t pid, int fd, std::string dir)
-      : pid_(pid), connection_(fd), dir_(std::move(dir)) {}
+  WorkerProcess(pid_t pid, int fd, std::string dir, std::string device_id)
+      : pid_(pid), connection_(fd), dir_(std::move(dir)), device_id_(std::move(device_id)) {}
   std::string describe(int wait_status) const;
   // Reaps the worker if it has ended within `grace`; false if it still runs.
   bool reap_within(absl::Duration grace);
@@ -67,6 +70,7 @@ class WorkerProcess {
   Connection connection_;
   MessageReader reader_{connection_};
   std::string dir_;
+  std::string device_id_;
   uint32_t walls_ = 0;
   int landlock_abi_ = 0;
   bool reaped_ = false;
