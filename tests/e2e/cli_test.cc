@@ -96,6 +96,21 @@ TEST_F(Cli, KactlStatusCountsSessionsAndLaunches) {
                    R"(failed \(0 launches refused from memory\)(.|\n)*)"));
 }
 
+TEST_F(Cli, KactlStatusShowsWhatConfinesTheWorkers) {
+  // The daemon starts a spare worker at once; its walls are known when it is ready.
+  ProcessRun json;
+  for (int i = 0; i < 200; ++i) {
+    json = run(kactl("--json status"));
+    if (json.code != 0 || json.output.find(R"("workers_walls":"")") == std::string::npos) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(json.code, 0) << json.output;
+  // Capabilities and seccomp hold on every kernel; Landlock's walls where it has them.
+  EXPECT_THAT(json.output, MatchesRegex(R"(.*"workers_walls":"[^"]*capabilities, system calls.*)"));
+  ProcessRun table = run(kactl("status"));
+  EXPECT_THAT(table.output, HasSubstr("           confined by: "));
+}
+
 TEST_F(Cli, KactlFindsTheDaemonThroughKadAddress) {
   ProcessRun r = run("KAD_ADDRESS=" + daemon().tcp_uri() + " " + KACTL_PATH + " devices");
   EXPECT_EQ(r.code, 0) << r.output;
