@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::take(const std::strin
   }
   std::unique_ptr<WorkerProcess> w = std::move(ready_[device_id].back());
   ready_[device_id].pop_back();
+  last_take_ = absl::Now();
   return w;
 }
 
@@ -155,8 +156,23 @@ void WorkerPool::refill() {
       auto needs_one = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         return stopping_ || !next().empty();
       };
+      auto take_waits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+        for (const auto& [d, n] : wanted_) {
+          if (n > 0 && short_of(d)) return true;
+        }
+        return false;
+      };
       mu_.Await(absl::Condition(&needs_one));
       if (stopping_) return;
+      // A spare replaces a taken one a moment later: a worker's start is
+      // about 90 ms of CPU, which the session that just took a worker would
+      // otherwise share with its first launch. A take that waits is served
+      // at once.
+      if (const absl::Time calm = last_take_ + kSpareDelay; !take_waits() && absl::Now() < calm) {
+        auto woken = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return stopping_ || take_waits(); };
+        mu_.AwaitWithDeadline(absl::Condition(&woken), calm);
+        continue;
+      }
       for (std::string d; batch.size() < at_once && !(d = next()).empty();) {
         // The first starts go to the takes waiting; the rest are spares.
         batch.push_back({d, starting_[d] + static_cast<int>(ready_[d].size()) >= wanted_[d]});

@@ -91,6 +91,8 @@ class WorkerPool {
   // Takes waiting for a worker, per device, and why the last start failed.
   absl::flat_hash_map<std::string, int> wanted_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> starting_ ABSL_GUARDED_BY(mu_);  // spawned, not ready
+  static constexpr absl::Duration kSpareDelay = absl::Milliseconds(250);
+  absl::Time last_take_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   struct RecentKernel {
