@@ -41,8 +41,6 @@ class WorkerProcess {
   // What confines it, as it reported (WallBits), and its kernel's Landlock ABI.
   uint32_t walls() const { return walls_; }
   int landlock_abi() const { return landlock_abi_; }
-  // Its own folder (its $TMPDIR), removed with it.
-  const std::string& dir() const { return dir_; }
   // Kernels (WorkerKernel ids) loaded before anyone took the worker.
   absl::flat_hash_set<uint64_t> preloaded;
   Connection& connection() { return connection_; }
@@ -69,7 +67,7 @@ class WorkerProcess {
   pid_t pid_;
   Connection connection_;
   MessageReader reader_{connection_};
-  std::string dir_;
+  std::string dir_;  // its own folder (its $TMPDIR), removed with it
   std::string device_id_;
   uint32_t walls_ = 0;
   int landlock_abi_ = 0;
