@@ -43,10 +43,8 @@ DeviceRegistry discover_devices(const DiscoveryConfig& config) {
   return registry;
 }
 
-std::vector<std::string> driver_cache_folders() {
-  std::vector<std::string> folders;
-  if (std::string pocl = opencl::pocl_cache_folder(); !pocl.empty()) folders.push_back(pocl);
-  return folders;
+void keep_driver_caches_in(const std::string& folder, bool specialize) {
+  opencl::keep_pocl_cache_in(folder + "/pocl", specialize);
 }
 
 }  // namespace kad

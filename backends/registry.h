@@ -30,8 +30,10 @@ struct DiscoveryConfig {
 
 DeviceRegistry discover_devices(const DiscoveryConfig& config = {});
 
-// The folders where drivers keep what they build (PoCL's kernel cache): what
-// a confined process that compiles through a driver must be able to write.
-std::vector<std::string> driver_cache_folders();
+// Makes every driver of this process keep what it builds under `folder`
+// (its own, writable to it alone), before discovery starts the drivers: a
+// worker shares no writable driver cache with another session's (DESIGN §8).
+// `specialize`: see opencl::keep_pocl_cache_in.
+void keep_driver_caches_in(const std::string& folder, bool specialize);
 
 }  // namespace kad

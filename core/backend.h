@@ -153,6 +153,22 @@ class Device {
     (void)request;
     return absl::OkStatus();
   }
+  // The driver's program binary of a kernel this device compiled: what
+  // load_program_binary() takes in another process on the same machine, so
+  // that a kernel is compiled once and loaded everywhere (DESIGN §8).
+  // UNIMPLEMENTED where the driver keeps none; then every process compiles.
+  virtual absl::StatusOr<std::string> program_binary(const CompiledKernel& kernel) const {
+    (void)kernel;
+    return absl::UnimplementedError(info().id + " keeps no program binaries");
+  }
+  // `request`'s kernel, from a program_binary() this device's driver made
+  // for the same request; checked against the signature as compile() does.
+  virtual absl::StatusOr<std::unique_ptr<CompiledKernel>> load_program_binary(
+      const CompileRequest& request, absl::string_view binary) {
+    (void)request;
+    (void)binary;
+    return absl::UnimplementedError(info().id + " keeps no program binaries");
+  }
   virtual LaunchOverride* launch_override() { return nullptr; }
 };
 

@@ -73,6 +73,10 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--worker-spares", c.worker_spares,
                  "workers kept started per CPU device, so a new session starts at once")
       ->check(CLI::Range(0, 64));
+  app.add_flag("--worker-specialize", c.worker_specialize,
+               "PoCL workers build a work-group function per work-group size (about 70 ms at a "
+               "session's first launch of each kernel and size) rather than run the generic one "
+               "every worker loads: faster kernels with barriers or local memory");
   app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
   app.add_option("--worker-device", c.worker_device)->group("");
   app.add_option("--worker-dir", c.worker_dir)->group("");
@@ -125,6 +129,8 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.launch_timeout_s = file["launch_timeout"].value_or(c.launch_timeout_s);
       if (app.get_option("--worker-spares")->count() == 0)
         c.worker_spares = file["worker_spares"].value_or(c.worker_spares);
+      if (app.get_option("--worker-specialize")->count() == 0)
+        c.worker_specialize = file["worker_specialize"].value_or(c.worker_specialize);
       if (app.get_option("--cuda-prefer-blocks")->count() == 0)
         c.cuda_prefer_blocks = file["cuda_prefer_blocks"].value_or(c.cuda_prefer_blocks);
       if (app.get_option("--allow-insecure-tcp")->count() == 0)
@@ -165,6 +171,7 @@ std::vector<std::string> worker_args(const Config& config) {
         absl::StrCat("--cache-dir=", config.cache_dir->empty() ? "off" : *config.cache_dir));
   }
   if (config.cuda_prefer_blocks) args.push_back("--cuda-prefer-blocks");
+  if (config.worker_specialize) args.push_back("--worker-specialize");
   if (KernelLowering& lowering = KernelLowering::shared(); lowering.toolchain_status().ok())
     args.push_back(absl::StrCat("--toolchain-version=", lowering.version()));
   return args;

@@ -29,6 +29,11 @@ struct Config {
   bool workers = true;
   int64_t launch_timeout_s = 60;  // a launch running longer ends its worker
   int worker_spares = 1;          // workers kept started per CPU device
+  // PoCL in workers builds a work-group function per work-group size (about
+  // 70 ms at a worker's first launch of each kernel and size) instead of
+  // running the program binary's generic one: faster kernels that use
+  // barriers or local memory, slower first launches.
+  bool worker_specialize = false;
   // Set when this process is a worker: `kad --worker-fd 3 --worker-device ID`.
   int worker_fd = -1;
   std::string worker_device;

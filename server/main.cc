@@ -60,7 +60,10 @@ kad::DeviceRegistry start_devices(const Config& config) {
 int serve_as_worker(const Config& config) {
   namespace worker = kad::server::worker;
   worker::harden_worker_process(config.worker_fd);
-  if (!config.worker_dir.empty()) setenv("TMPDIR", config.worker_dir.c_str(), 1);
+  if (!config.worker_dir.empty()) {
+    setenv("TMPDIR", config.worker_dir.c_str(), 1);
+    kad::keep_driver_caches_in(config.worker_dir + "/driver-cache", config.worker_specialize);
+  }
   start_lowering(config);
   absl::StatusOr<worker::Confinement> walls =
       worker::confine_worker(worker::worker_sandbox(config.worker_dir));

@@ -25,6 +25,7 @@
   X(clCreateProgramWithBinary)  \
   X(clBuildProgram)             \
   X(clGetProgramBuildInfo)      \
+  X(clGetProgramInfo)           \
   X(clReleaseProgram)           \
   X(clCreateKernel)             \
   X(clGetKernelInfo)            \

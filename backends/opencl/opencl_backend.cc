@@ -105,4 +105,9 @@ std::string pocl_cache_folder() {
   return {};
 }
 
+void keep_pocl_cache_in(const std::string& folder, bool specialize) {
+  setenv("POCL_CACHE_DIR", folder.c_str(), 1);
+  setenv("POCL_WORK_GROUP_SPECIALIZATION", specialize ? "1" : "0", 1);
+}
+
 }  // namespace kad::opencl

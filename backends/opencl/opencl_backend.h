@@ -23,8 +23,16 @@ struct DiscoveryOptions {
 Discovery discover(const DiscoveryOptions& options = {});
 
 // Where PoCL keeps the programs it builds ($POCL_CACHE_DIR, else
-// $XDG_CACHE_HOME/pocl/kcache, else ~/.cache/pocl/kcache): a process that
-// builds kernels with it must be able to write there. Empty when none.
+// $XDG_CACHE_HOME/pocl/kcache, else ~/.cache/pocl/kcache). Empty when none.
 std::string pocl_cache_folder();
+
+// Makes PoCL, once it starts in this process, keep what it builds in
+// `folder` alone, so that it shares no writable cache with anyone (DESIGN
+// §8). Unless `specialize`, a program loaded from a driver binary runs the
+// binary's generic work-group functions (POCL_WORK_GROUP_SPECIALIZATION=0),
+// so that the process compiles nothing; with it, PoCL builds one per
+// work-group size at its first launch (about 70 ms each), which runs
+// kernels with barriers or local memory faster (up to about 1.7x here).
+void keep_pocl_cache_in(const std::string& folder, bool specialize);
 
 }  // namespace kad::opencl

@@ -226,6 +226,19 @@ absl::Status OpenClDevice::lower_ahead(const CompileRequest& request) {
   return lowered_spir(request).status();
 }
 
+absl::StatusOr<std::string> OpenClDevice::program_binary(const CompiledKernel& kernel) const {
+  // Every kernel this device compiled is an OpenClKernel.
+  return static_cast<const OpenClKernel&>(kernel).program_binary();
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::load_program_binary(
+    const CompileRequest& request, absl::string_view binary) {
+  absl::StatusOr<std::unique_ptr<OpenClKernel>> k =
+      OpenClKernel::build(*this, request, {ProgramKind::kDriverBinary, binary});
+  if (!k.ok()) return k.status();
+  return std::unique_ptr<CompiledKernel>(std::move(*k));
+}
+
 absl::StatusOr<std::unique_ptr<CompiledKernel>> OpenClDevice::compile(
     const CompileRequest& request) {
   const ModuleFormat format = request.module.format();

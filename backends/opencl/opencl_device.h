@@ -26,6 +26,9 @@ class OpenClDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
   absl::Status lower_ahead(const CompileRequest& request) override;
+  absl::StatusOr<std::string> program_binary(const CompiledKernel& kernel) const override;
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> load_program_binary(
+      const CompileRequest& request, absl::string_view binary) override;
 
   const OpenClApi& api() const { return *api_; }
   cl_context context() const { return context_; }

@@ -93,17 +93,23 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
     if (absl::Status s = cl_status(err, "clCreateProgramWithSource", sig.entry); !s.ok()) return s;
     options = absl::StrCat("-cl-std=CL1.2 -cl-kernel-arg-info ", request.options);
   } else {
+    const bool spir = input.kind == ProgramKind::kSpir;
     const unsigned char* binary = reinterpret_cast<const unsigned char*>(input.bytes.data());
     const size_t length = input.bytes.size();
     cl_int binary_status = CL_SUCCESS;
     k->program_ = api.clCreateProgramWithBinary(device.context(), 1, &id, &length, &binary,
                                                 &binary_status, &err);
     if (err == CL_SUCCESS) err = binary_status;
-    if (absl::Status s = cl_status(err, "clCreateProgramWithBinary (SPIR)", sig.entry); !s.ok())
+    if (absl::Status s = cl_status(
+            err, spir ? "clCreateProgramWithBinary (SPIR)" : "clCreateProgramWithBinary (driver)",
+            sig.entry);
+        !s.ok())
       return s;
-    // -cl-kernel-arg-info here too: without it PoCL hides the parameters'
-    // kinds, and a signature could not be checked against them.
-    options = absl::StrCat("-x spir -spir-std=1.2 -cl-kernel-arg-info ", request.options);
+    // -cl-kernel-arg-info here too, also for a driver binary: without it
+    // PoCL hides the parameters' kinds, and a signature could not be
+    // checked against them.
+    options =
+        absl::StrCat(spir ? "-x spir -spir-std=1.2 " : "", "-cl-kernel-arg-info ", request.options);
   }
 
   err = api.clBuildProgram(k->program_, 1, &id, options.c_str(), nullptr, nullptr);
@@ -142,6 +148,30 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
   k->limits_.preferred_multiple = std::max<size_t>(multiple, 1);
   k->limits_.local_memory_bytes = local;
   return k;
+}
+
+absl::StatusOr<std::string> OpenClKernel::program_binary() const {
+  const OpenClApi& api = device_.api();
+  size_t size = 0;
+  if (absl::Status s = cl_status(
+          api.clGetProgramInfo(program_, CL_PROGRAM_BINARY_SIZES, sizeof(size), &size, nullptr),
+          "clGetProgramInfo(CL_PROGRAM_BINARY_SIZES)", name_);
+      !s.ok()) {
+    return s;
+  }
+  if (size == 0) {
+    return absl::UnimplementedError(
+        absl::StrFormat("device %s gave no binary for kernel `%s`", device_.info().id, name_));
+  }
+  std::string binary(size, '\0');
+  unsigned char* out = reinterpret_cast<unsigned char*>(binary.data());
+  if (absl::Status s =
+          cl_status(api.clGetProgramInfo(program_, CL_PROGRAM_BINARIES, sizeof(out), &out, nullptr),
+                    "clGetProgramInfo(CL_PROGRAM_BINARIES)", name_);
+      !s.ok()) {
+    return s;
+  }
+  return binary;
 }
 
 OpenClKernel::~OpenClKernel() {

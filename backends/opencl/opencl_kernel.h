@@ -13,9 +13,10 @@
 
 namespace kad::opencl {
 
-// What a program is built from: OpenCL C source (the prelude's source form)
-// or SPIR 1.2 bitcode (an IR module linked with its specialisation).
-enum class ProgramKind { kSource, kSpir };
+// What a program is built from: OpenCL C source (the prelude's source form),
+// SPIR 1.2 bitcode (an IR module linked with its specialisation), or the
+// driver's own program binary (program_binary(), from another process).
+enum class ProgramKind { kSource, kSpir, kDriverBinary };
 struct ProgramInput {
   ProgramKind kind;
   absl::string_view bytes;
@@ -34,6 +35,9 @@ class OpenClKernel final : public CompiledKernel {
   // group, in multiples of the preferred size, within the kernel's maximum.
   uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const override;
   const std::vector<KernelParameter>* parameters() const override { return &parameters_; }
+
+  // The driver's binary of this kernel's program (CL_PROGRAM_BINARIES).
+  absl::StatusOr<std::string> program_binary() const;
 
   const std::string& name() const { return name_; }
   cl_kernel handle() const { return kernel_; }

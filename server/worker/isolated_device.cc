@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "core/kernel_lowering.h"
 #include "core/tune.h"
 #include "server/sealed_memfd.h"
 #include "server/worker/worker_codec.h"
@@ -404,23 +405,34 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   return reported;
 }
 
-absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
-    const CompileRequest& request) {
-  // Lowered here, by the daemon's tools, into the code cache the worker may
-  // only read; before taking the lock, since it may take seconds.
-  if (absl::Status s = shared_.lower_ahead(request); !s.ok()) return s;
-  absl::MutexLock lock(&mu_);
-  if (absl::Status s = ensure_worker(); !s.ok()) return s;
-  const uint64_t id = next_kernel_id.fetch_add(1);
-  std::string message = to_message(request).SerializeAsString();
-  IdRecord r{id};
-  const absl::Time deadline = absl::Now() + pool_.options().compile_timeout;
-  absl::Status transport =
-      worker_->connection().send(Op::kCompile, bytes_of(r), bytes_of_string(message));
+namespace {
+
+// `request` (serialized as `message`) built for `device` by a compile worker
+// of its own, or found in the code cache: the worker's reply, with the
+// program binary where the device keeps them.
+absl::StatusOr<wire::CompileReply> build(const DeviceInfo& device, WorkerPool& pool,
+                                         const CompileRequest& request,
+                                         const std::string& message) {
+  // Program binaries are kept in kad's code cache, which only the daemon
+  // writes: a restarted daemon builds nothing it built before.
+  CodeCache& cache = KernelLowering::shared().cache();
+  const std::string key = absl::StrCat("program binary\n", device.platform, "\n", device.name, "\n",
+                                       request.key.canonical());
+  if (std::optional<std::string> stored = cache.load(key)) {
+    wire::CompileReply reply;
+    if (reply.ParseFromString(*stored) && reply.code() == 0 && !reply.program_binary().empty())
+      return reply;
+  }
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> worker = pool.start_compile_worker(device.id);
+  if (!worker.ok()) return worker.status();
+  WorkerProcess& w = **worker;
+  const IdRecord r{next_kernel_id.fetch_add(1)};
+  const absl::Time deadline = absl::Now() + pool.options().compile_timeout;
+  absl::Status transport = w.connection().send(Op::kCompile, bytes_of(r), bytes_of_string(message));
   Header header;
   std::span<const std::byte> payload;
   if (transport.ok()) {
-    transport = worker_->reader().next(&header, &payload, nullptr, deadline, kMaxReplyBytes);
+    transport = w.reader().next(&header, &payload, nullptr, deadline, kMaxCompileReplyBytes);
   }
   if (transport.ok() && header.op != static_cast<uint32_t>(Op::kCompileReply)) {
     transport = absl::InternalError(absl::StrFormat(
@@ -430,27 +442,56 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   if (transport.ok() && !reply.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
     transport = absl::InternalError("the worker's compile reply does not parse");
   }
+  const pid_t pid = w.pid();
   if (!transport.ok()) {
-    const pid_t pid = worker_->pid();
     if (transport.code() == absl::StatusCode::kDeadlineExceeded) {
       // Stopped by kad, not ended by the client's code: counted as a
       // deadline, and killed at once rather than given time to end.
-      const std::string late = absl::StrFormat(
-          "compiling kernel `%s` on %s took longer than %s", request.signature.entry, info().id,
-          absl::FormatDuration(pool_.options().compile_timeout));
-      lose_worker(absl::DeadlineExceededError(late), nullptr, /*stop=*/true);
-      return absl::DeadlineExceededError(
-          absl::StrFormat("%s: kad stopped the session's worker (pid %d)", late, pid));
+      w.stop();
+      pool.note_lost(/*deadline=*/true);
+      return absl::DeadlineExceededError(absl::StrFormat(
+          "compiling kernel `%s` on %s took longer than %s: kad stopped its compile worker (pid "
+          "%d)",
+          request.signature.entry, device.id, absl::FormatDuration(pool.options().compile_timeout),
+          pid));
     }
-    lose_worker(transport, nullptr);
+    const std::string ended = w.reap();
+    pool.note_lost(/*deadline=*/false);
+    spdlog::warn("a compile worker (pid {}) on {} {} compiling kernel `{}` ({})", pid, device.id,
+                 ended, request.signature.entry, std::string(transport.message()));
     return absl::AbortedError(
-        absl::StrFormat("compiling kernel `%s` on %s ended the session's worker (pid %d): %s",
-                        request.signature.entry, info().id, pid, transport.message()));
+        absl::StrFormat("compiling kernel `%s` on %s ended its compile worker (pid %d), %s: %s",
+                        request.signature.entry, device.id, pid, ended, transport.message()));
   }
-  absl::StatusOr<CompiledKernelInfo> compiled = from_reply(reply);
+  // One compile per worker: the next one starts clean.
+  w.stop();
+  if (reply.code() == 0 && !reply.program_binary().empty()) {
+    wire::CompileReply kept = reply;
+    kept.clear_message();  // the log of a compile that worked
+    cache.store(key, kept.SerializeAsString());
+  }
+  return reply;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
+    const CompileRequest& request) {
+  // Lowered here, by the daemon's tools, into the code cache the workers
+  // may only read. No lock of the session's is held: a compile takes
+  // seconds, and the session's queues go on meanwhile.
+  if (absl::Status s = shared_.lower_ahead(request); !s.ok()) return s;
+  wire::Compile message = to_message(request);
+  absl::StatusOr<wire::CompileReply> built =
+      build(info(), pool_, request, message.SerializeAsString());
+  if (!built.ok()) return built.status();
+  absl::StatusOr<CompiledKernelInfo> compiled = from_reply(*built);
   if (!compiled.ok()) return compiled.status();
-  loaded_.insert(id);
-  auto shared = std::make_shared<const std::string>(std::move(message));
+  // Every worker loads the kernel from its program binary (or, on a device
+  // that keeps none, compiles it from the request).
+  if (!built->program_binary().empty()) message.set_program_binary(built->program_binary());
+  const uint64_t id = next_kernel_id.fetch_add(1);
+  auto shared = std::make_shared<const std::string>(message.SerializeAsString());
   pool_.remember(info().id, id, shared);
   return std::make_unique<WorkerKernel>(id, request.signature.entry, compiled->limits,
                                         std::move(compiled->parameters),

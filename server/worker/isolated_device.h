@@ -11,7 +11,13 @@
 // launch that ran past its deadline, DEADLINE_EXCEEDED) naming the kernel,
 // how the worker ended and the launches lost. The next request starts a new
 // worker and gives it the session's buffers and queues again; kernels are
-// loaded into it as launches need them (from the on-disk code caches).
+// loaded into it as launches need them.
+//
+// A kernel is compiled by a compile worker started for that compile alone,
+// which hands back the driver's program binary and is stopped; the daemon
+// keeps the binary (in memory and in its code cache) and every session's
+// worker loads it. No worker writes a cache that another reads, so a worker
+// its kernel took over cannot plant code in another session's.
 #pragma once
 
 #include <array>
@@ -33,9 +39,10 @@ namespace kad::server::worker {
 class WorkerBuffer;
 class WorkerQueue;
 
-// A kernel compiled in some worker. It holds what any worker needs to load
-// it, so that every session's worker shares one compile per key: the
-// compile request, whose lowering the code cache keeps.
+// A kernel compiled once, by a compile worker. It holds what any worker
+// needs to load it, so that every session's worker shares one compile per
+// key: the compile request, with the driver's program binary where the
+// device keeps them.
 class WorkerKernel final : public CompiledKernel {
  public:
   WorkerKernel(uint64_t id, std::string entry, KernelLimits limits,

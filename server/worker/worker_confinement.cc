@@ -14,7 +14,6 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
-#include "backends/registry.h"
 #include "core/kernel_lowering.h"
 
 namespace kad::server::worker {
@@ -185,11 +184,9 @@ ToolSandbox worker_sandbox(const std::string& worker_dir) {
     sandbox.readable.push_back(lowering.cache().folder());
   }
   sandbox.writable = {"/dev/null"};
+  // Its own folder holds its driver's cache too (keep_driver_caches_in):
+  // no cache a worker writes is read by another.
   if (!worker_dir.empty()) sandbox.writable.push_back(worker_dir);
-  for (const std::string& folder : driver_cache_folders()) {
-    fs::create_directories(folder, ec);
-    sandbox.writable.push_back(folder);
-  }
   return sandbox;
 }
 

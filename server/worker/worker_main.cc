@@ -210,6 +210,9 @@ class WorkerServer {
     absl::StatusOr<OwnedCompileRequest> request = from_message(message);
     if (!request.ok()) {
       compiled = request.status();
+    } else if (op == Op::kLoadKernel && !message.program_binary().empty()) {
+      // Built by a compile worker: loaded, not compiled again.
+      compiled = device_.load_program_binary(request->view(), message.program_binary());
     } else {
       compiled = device_.compile(request->view());
     }
@@ -218,7 +221,14 @@ class WorkerServer {
       if (compiled.ok()) kernels_[id.id] = *std::move(compiled);
       return reply(status);
     }
-    const std::string out = to_reply(compiled).SerializeAsString();
+    wire::CompileReply answer = to_reply(compiled);
+    if (compiled.ok()) {
+      // A device without program binaries leaves it empty: then each worker
+      // that needs the kernel compiles it.
+      absl::StatusOr<std::string> binary = device_.program_binary(**compiled);
+      if (binary.ok()) *answer.mutable_program_binary() = *std::move(binary);
+    }
+    const std::string out = answer.SerializeAsString();
     if (compiled.ok()) kernels_[id.id] = *std::move(compiled);
     return connection_.send(Op::kCompileReply,
                             std::as_bytes(std::span<const char>(out.data(), out.size())));

@@ -53,6 +53,20 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::take(const std::strin
   return w;
 }
 
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::start_compile_worker(
+    const std::string& device_id) {
+  {
+    absl::MutexLock lock(&mu_);
+    ++stats_.started;
+    ++stats_.compile_workers;
+  }
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> w =
+      WorkerProcess::spawn(options_.command, device_id);
+  if (!w.ok()) return w.status();
+  if (absl::Status s = (*w)->await_hello(absl::Now() + options_.start_timeout); !s.ok()) return s;
+  return w;
+}
+
 void WorkerPool::remember(const std::string& device_id, uint64_t kernel_id,
                           std::shared_ptr<const std::string> request) {
   absl::MutexLock lock(&mu_);

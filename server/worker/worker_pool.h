@@ -56,6 +56,14 @@ class WorkerPool {
   // started now.
   absl::StatusOr<std::unique_ptr<WorkerProcess>> take(const std::string& device_id);
 
+  // A fresh worker for one compile (DESIGN §8): started now, never given to
+  // a session, and stopped by the caller after that compile, so that the
+  // program binary it builds — which every session's worker then loads —
+  // comes from a process in which no other client's code ever ran. Started
+  // on the calling thread, which outlives it: the caller waits for the
+  // compile and stops the worker before it returns.
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> start_compile_worker(const std::string& device_id);
+
   // `kernel_id` (its compile request `request`) ran on `device_id` just now:
   // spares started from now on load it (the most recent 8 per device), so
   // that a new session's first launch of it does not wait for the driver.
@@ -67,11 +75,12 @@ class WorkerPool {
   void watch(std::weak_ptr<DeadlineWatched> device);
 
   struct Stats {
-    uint64_t started = 0;    // workers started, spares included
-    uint64_t ready = 0;      // spares started and not taken
-    uint64_t crashed = 0;    // workers a client's kernel ended
-    uint64_t timed_out = 0;  // workers stopped at a deadline (a launch's or a compile's)
-    std::string walls;       // describe_walls() of the newest worker started
+    uint64_t started = 0;          // workers started, spares and compile workers included
+    uint64_t compile_workers = 0;  // of those, started for one compile each
+    uint64_t ready = 0;            // spares started and not taken
+    uint64_t crashed = 0;          // workers a client's kernel ended
+    uint64_t timed_out = 0;        // workers stopped at a deadline (a launch's or a compile's)
+    std::string walls;             // describe_walls() of the newest worker started
   };
   // A session's worker ended: by a crash, or stopped at a deadline.
   void note_lost(bool deadline);

@@ -99,6 +99,8 @@ struct StatusRecord {
 
 // The most a worker may send in one message: a compile's log fits.
 inline constexpr uint64_t kMaxReplyBytes = 8 << 20;
+// The most a compile worker's reply may be: it carries the program binary.
+inline constexpr uint64_t kMaxCompileReplyBytes = 64 << 20;
 
 // One end of the socketpair. Sends never raise SIGPIPE; a peer that is gone
 // is UNAVAILABLE.

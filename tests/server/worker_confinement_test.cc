@@ -27,11 +27,13 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "backends/opencl/opencl_backend.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
 #include "gtest/gtest.h"
 #include "server/worker/isolated_device.h"
 #include "tests/support/pocl.h"
+#include "tests/support/worker_process.h"
 
 namespace kad {
 namespace {
@@ -55,6 +57,9 @@ int try_open(const std::string& path, int flags) {
 // What each attempt of a confined process gave: name -> errno (0: it worked).
 std::map<std::string, int> attempts_behind_the_walls(const std::string& worker_dir,
                                                      const std::string& host_file) {
+  const std::string shared_driver_cache = opencl::pocl_cache_folder();
+  std::error_code ec;
+  fs::create_directories(shared_driver_cache, ec);  // so that a refusal is EACCES, not ENOENT
   int report[2];
   if (pipe(report) != 0) return {};
   const pid_t parent = getpid();
@@ -75,6 +80,11 @@ std::map<std::string, int> attempts_behind_the_walls(const std::string& worker_d
         << try_open(absl::StrCat(code_cache, "/planted-", getpid(), ".kadc"), O_CREAT | O_WRONLY)
         << "\n";
     out << "list_code_cache " << outcome(open(code_cache.c_str(), O_RDONLY | O_DIRECTORY)) << "\n";
+    // PoCL's own cache, where the daemon (--no-workers) keeps built programs.
+    out << "plant_in_shared_driver_cache "
+        << try_open(absl::StrCat(shared_driver_cache, "/planted-", getpid(), ".so"),
+                    O_CREAT | O_WRONLY)
+        << "\n";
     out << "create_in_own_folder " << try_open(worker_dir + "/scratch", O_CREAT | O_WRONLY) << "\n";
     out << "read_daemon_environ " << try_open(absl::StrCat("/proc/", p, "/environ"), O_RDONLY)
         << "\n";
@@ -137,6 +147,7 @@ TEST(WorkerConfinement, ATakenOverWorkerReachesNoFileSocketProcessOrPrivilege) {
     // kad's code cache is the daemon's to write (Device::lower_ahead).
     EXPECT_EQ(got.at("plant_in_code_cache"), EACCES);
     EXPECT_EQ(got.at("list_code_cache"), 0);
+    EXPECT_EQ(got.at("plant_in_shared_driver_cache"), EACCES);
   }
   if (reach.signals_and_abstract_sockets) {
     EXPECT_EQ(got.at("signal_daemon"), EPERM);
@@ -173,20 +184,12 @@ std::map<std::string, std::string> proc_status(pid_t pid) {
   return fields;
 }
 
-std::string worker_dir_of(pid_t pid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/cmdline"));
-  std::string cmdline((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  for (absl::string_view arg : absl::StrSplit(cmdline, '\0')) {
-    if (absl::ConsumePrefix(&arg, "--worker-dir=")) return std::string(arg);
-  }
-  return {};
-}
-
 TEST(WorkerConfinement, KadsWorkersBuildAndRunKernelsBehindEveryWall) {
   WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
   auto device = std::make_unique<IsolatedDevice>(testing::pocl_device(), pool);
-  // A kernel no cache has seen: PoCL builds it inside the walls (clang in
-  // process, then `ld`, writing its kernel cache).
+  // A kernel no cache has seen: PoCL builds it inside the walls of a
+  // compile worker (clang in process, then `ld`), and the session's worker
+  // loads its program binary.
   const int32_t salt = static_cast<int32_t>(getpid() ^ time(nullptr)) & 0xffff;
   auto module = Module::create(
       ModuleFormat::kOpenClC,
@@ -229,10 +232,13 @@ TEST(WorkerConfinement, KadsWorkersBuildAndRunKernelsBehindEveryWall) {
     EXPECT_EQ(pool.stats().walls, describe_walls(kAllWalls, sandbox_reach().landlock_abi));
   }
 
-  // Its own folder lives as long as it does.
-  const std::string dir = worker_dir_of(pid);
+  EXPECT_EQ(pool.stats().compile_workers, 1u);
+
+  // Its own folder lives as long as it does, and holds its driver's cache.
+  const std::string dir = testing::worker_dir_of(pid);
   ASSERT_FALSE(dir.empty());
   EXPECT_TRUE(fs::is_directory(dir));
+  EXPECT_TRUE(fs::is_directory(fs::path(dir) / "driver-cache" / "pocl")) << dir;
   queue->reset();
   buffer->reset();
   device.reset();

@@ -1,0 +1,139 @@
+// DESIGN §8: compiled code is shared between workers as program binaries,
+// built by a compile worker that runs nothing else. A kernel is compiled
+// once per key for every session; another session's worker, and a daemon
+// started again (the code cache), load the binary instead of compiling.
+#include <unistd.h>
+
+#include <filesystem>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "core/kernel_lowering.h"
+#include "core/launch.h"
+#include "gtest/gtest.h"
+#include "server/worker/isolated_device.h"
+#include "tests/support/pocl.h"
+#include "tests/support/worker_process.h"
+
+namespace kad {
+namespace {
+
+using server::worker::IsolatedDevice;
+using server::worker::WorkerPool;
+namespace fs = std::filesystem;
+
+constexpr int64_t kElements = 1000;
+
+// Launches `kernel` on a new queue and buffer of `device`, and checks every
+// value it wrote.
+void launch_and_check(IsolatedDevice& device, Kernel& kernel, KernelCache& cache, int32_t salt) {
+  auto queue = device.create_queue();
+  auto buffer = device.allocate(kElements * sizeof(int32_t));
+  ASSERT_TRUE(queue.ok() && buffer.ok()) << queue.status() << buffer.status();
+  const NdRange range{Dims{kElements}};
+  const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(5)};
+  absl::StatusOr<LaunchResult> r = launch(kernel, **queue, cache, {&range, nullptr, args});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE((*queue)->wait(r->event).ok());
+  std::vector<int32_t> host(kElements);
+  ASSERT_TRUE((*queue)->read_buffer(**buffer, 0, std::as_writable_bytes(std::span(host))).ok());
+  for (int64_t i = 0; i < kElements; ++i)
+    ASSERT_EQ(host[static_cast<size_t>(i)], static_cast<int32_t>(i) * salt + 5) << "at " << i;
+}
+
+TEST(WorkerProgramBinaries, AKernelIsBuiltOnceAndEverySessionsWorkerLoadsItsBinary) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
+  // A kernel no cache holds, so that the first launch must build it.
+  const int32_t salt = static_cast<int32_t>((getpid() ^ time(nullptr)) & 0xffff) | 1;
+  auto module = Module::create(
+      ModuleFormat::kOpenClC,
+      absl::StrCat("kernel void salted_once(KAD_CONTEXT, global int* out, int k) {\n"
+                   "  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * ",
+                   salt, " + k;\n}\n"));
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto kernel = Kernel::create(*module, {"salted_once",
+                                         std::nullopt,
+                                         std::nullopt,
+                                         {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)},
+                                         ""});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  const CodeCache::Stats before = KernelLowering::shared().cache().stats();
+
+  KernelCache cache;  // the daemon's, shared by its sessions
+  IsolatedDevice first(testing::pocl_device(), pool);
+  launch_and_check(first, **kernel, cache, salt);
+  EXPECT_EQ(pool.stats().compile_workers, 1u);
+  const pid_t first_worker = first.worker_pid();
+  ASSERT_GT(first_worker, 0);
+
+  // Another session: its own worker, the same compiled kernel.
+  IsolatedDevice second(testing::pocl_device(), pool);
+  launch_and_check(second, **kernel, cache, salt);
+  EXPECT_NE(second.worker_pid(), first_worker);
+  EXPECT_EQ(pool.stats().compile_workers, 1u) << "the second session compiled the kernel again";
+
+  // A daemon started again (an empty in-memory cache) finds the binary in
+  // the code cache, where the first build stored it.
+  const CodeCache::Stats after_build = KernelLowering::shared().cache().stats();
+  if (!KernelLowering::shared().cache().enabled()) GTEST_SKIP() << "the code cache is off";
+  EXPECT_EQ(after_build.stores - before.stores, 2u) << "the lowered SPIR and the program binary";
+  KernelCache restarted;
+  IsolatedDevice third(testing::pocl_device(), pool);
+  launch_and_check(third, **kernel, restarted, salt);
+  EXPECT_EQ(pool.stats().compile_workers, 1u) << "a restarted daemon compiled the kernel again";
+  EXPECT_GT(KernelLowering::shared().cache().stats().hits, after_build.hits);
+  EXPECT_EQ(pool.stats().crashed + pool.stats().timed_out, 0u);
+}
+
+// The work-group functions PoCL built in a worker's own driver cache for
+// kernel `entry`: "0-0-0" is the generic one, others are per size.
+std::set<std::string> workgroup_functions(pid_t worker, const std::string& entry) {
+  std::set<std::string> found;
+  const std::string dir = testing::worker_dir_of(worker);
+  std::error_code ec;
+  for (const auto& e : fs::recursive_directory_iterator(fs::path(dir) / "driver-cache", ec)) {
+    if (e.is_directory() && e.path().parent_path().filename() == entry)
+      found.insert(e.path().filename().string());
+  }
+  return found;
+}
+
+std::unique_ptr<Kernel> salted_kernel(int32_t salt, const std::string& entry) {
+  auto module = Module::create(
+      ModuleFormat::kOpenClC,
+      absl::StrCat("kernel void ", entry, "(KAD_CONTEXT, global int* out, int k) {\n",
+                   "  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * ",
+                   salt, " + k;\n}\n"));
+  if (!module.ok()) return nullptr;
+  auto kernel = Kernel::create(*module, {entry,
+                                         std::nullopt,
+                                         std::nullopt,
+                                         {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)},
+                                         ""});
+  return kernel.ok() ? *std::move(kernel) : nullptr;
+}
+
+TEST(WorkerProgramBinaries, WorkersRunTheGenericWorkGroupFunctionUnlessToldToSpecialize) {
+  const int32_t salt = static_cast<int32_t>((getpid() ^ time(nullptr)) & 0xffff) | 1;
+  std::unique_ptr<Kernel> kernel = salted_kernel(salt, "salted_generic");
+  ASSERT_NE(kernel, nullptr);
+  KernelCache cache;
+  {
+    WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
+    IsolatedDevice device(testing::pocl_device(), pool);
+    launch_and_check(device, *kernel, cache, salt);
+    EXPECT_EQ(workgroup_functions(device.worker_pid(), "salted_generic"),
+              std::set<std::string>{"0-0-0"});
+  }
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {"--worker-specialize"}}, .spares = 0});
+  IsolatedDevice device(testing::pocl_device(), pool);
+  launch_and_check(device, *kernel, cache, salt);
+  const std::set<std::string> built = workgroup_functions(device.worker_pid(), "salted_generic");
+  EXPECT_GE(built.size(), 2u) << "only the generic work-group function was built";
+  EXPECT_TRUE(built.contains("0-0-0"));
+}
+
+}  // namespace
+}  // namespace kad

@@ -1,0 +1,13 @@
+// What a test can learn from outside about a worker process kad started.
+#pragma once
+
+#include <sys/types.h>
+
+#include <string>
+
+namespace kad::testing {
+
+// The worker's own folder (its --worker-dir), "" if it has none or is gone.
+std::string worker_dir_of(pid_t pid);
+
+}  // namespace kad::testing
