@@ -38,8 +38,16 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "device memory one session may hold, in bytes");
   app.add_option("--tls-cert", c.daemon.tls_cert, "PEM certificate: serve TCP with TLS");
   app.add_option("--tls-key", c.daemon.tls_key, "PEM private key for --tls-cert");
+  app.add_option("--tokens", c.daemon.tokens_file,
+                 "file of `TOKEN TENANT` lines: every TCP client must present one (read again "
+                 "on SIGHUP)");
   app.add_flag("--allow-insecure-tcp", c.daemon.allow_insecure_tcp,
                "allow plaintext TCP on addresses other than loopback");
+  std::string socket_mode = "0660";
+  app.add_option("--socket-mode", socket_mode,
+                 "mode of the UNIX sockets, in octal: who may connect (default 0660)");
+  app.add_option("--socket-group", c.daemon.socket_group,
+                 "group of the UNIX sockets (default: `kad` if that group exists)");
   app.add_option("--ready-file", c.ready_file, "write the bound URIs here once serving");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error");
   bool no_shm = false;
@@ -112,6 +120,12 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)
         c.daemon.tls_key = file["tls_key"].value_or(c.daemon.tls_key);
+      if (app.get_option("--tokens")->count() == 0)
+        c.daemon.tokens_file = file["tokens"].value_or(c.daemon.tokens_file);
+      if (app.get_option("--socket-mode")->count() == 0)
+        socket_mode = file["socket_mode"].value_or(socket_mode);
+      if (app.get_option("--socket-group")->count() == 0)
+        c.daemon.socket_group = file["socket_group"].value_or(c.daemon.socket_group);
       if (app.get_option("--log-level")->count() == 0)
         c.log_level = file["log_level"].value_or(c.log_level);
       if (app.get_option("--cache-dir")->count() == 0) {
@@ -153,6 +167,19 @@ ParseOutcome parse_config(int argc, char** argv) {
         "kad: launch_timeout must be at least 1 s (is %d) and worker_spares within 0..64 (is %d)",
         c.launch_timeout_s, c.worker_spares);
     return out;
+  }
+  {
+    // Octal digits only, as chmod takes them: "0660", "660", "600".
+    char* end = nullptr;
+    const unsigned long mode = std::strtoul(socket_mode.c_str(), &end, 8);
+    if (socket_mode.empty() || *end != '\0' || mode > 0777) {
+      out.exit = true;
+      out.exit_code = 2;
+      out.message = absl::StrCat("kad: --socket-mode `", socket_mode,
+                                 "` is not a file mode in octal (such as 0660 or 0600)");
+      return out;
+    }
+    c.daemon.socket_mode = static_cast<uint32_t>(mode);
   }
   c.daemon.limits.finish_timeout = absl::Seconds(drain_timeout_s);
   if (!cache_dir.empty()) c.cache_dir = cache_dir == "off" ? std::string() : cache_dir;

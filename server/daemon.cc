@@ -1,32 +1,84 @@
 #include "server/daemon.h"
 
+#include <grp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server {
 namespace {
 
-// Creates the socket's folder and removes a stale socket file; refuses a
-// path that is something else.
+// Whether something accepts connections on the UNIX socket at `path`.
+bool someone_listens(const std::string& path) {
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+  const bool connected =
+      connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address)) == 0;
+  close(fd);
+  return connected;
+}
+
+// Creates the socket's folder and removes a stale socket file (one nobody
+// answers on); refuses a path that is something else, or a socket that a
+// daemon still serves.
 absl::Status prepare_unix_socket(const std::string& path) {
   std::error_code ec;
   const std::filesystem::path p(path);
   if (p.has_parent_path()) std::filesystem::create_directories(p.parent_path(), ec);
-  struct stat st;
-  if (lstat(path.c_str(), &st) == 0) {
+  for (const std::string& file : {path, path + ".shm"}) {
+    struct stat st;
+    if (lstat(file.c_str(), &st) != 0) continue;
     if (!S_ISSOCK(st.st_mode)) {
       return absl::FailedPreconditionError(
-          absl::StrCat(path, " exists and is not a socket; not touching it"));
+          absl::StrCat(file, " exists and is not a socket; not touching it"));
     }
-    unlink(path.c_str());
+    if (someone_listens(file)) {
+      return absl::FailedPreconditionError(
+          absl::StrCat("another daemon serves on ", file, ": stop it, or listen on another path"));
+    }
+    unlink(file.c_str());
+  }
+  return absl::OkStatus();
+}
+
+// The group the sockets get: `name`, or `kad` if that group exists when
+// none is named. -1: leave the daemon's own.
+absl::StatusOr<gid_t> socket_group(const std::string& name) {
+  const std::string wanted = name.empty() ? "kad" : name;
+  std::vector<char> buffer(16384);
+  group entry;
+  group* found = nullptr;
+  getgrnam_r(wanted.c_str(), &entry, buffer.data(), buffer.size(), &found);
+  if (found != nullptr) return found->gr_gid;
+  if (name.empty()) return static_cast<gid_t>(-1);
+  return absl::InvalidArgumentError(
+      absl::StrCat("--socket-group: no group is named `", name, "` on this machine"));
+}
+
+// Gives a socket file its mode and group.
+absl::Status restrict_socket(const std::string& path, uint32_t mode, gid_t gid) {
+  if (chmod(path.c_str(), mode) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot set mode %04o on %s: %s", mode, path, std::strerror(errno)));
+  }
+  if (gid != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
+    return absl::PermissionDeniedError(
+        absl::StrFormat("cannot give %s to group %d: %s", path, gid, std::strerror(errno)));
   }
   return absl::OkStatus();
 }
@@ -40,7 +92,16 @@ std::string read_file(const std::string& path) {
 
 absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
                                                       DaemonOptions options) {
-  std::unique_ptr<Daemon> d(new Daemon(std::move(registry), options));
+  if (options.socket_mode > 0777) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("--socket-mode %o is not a file mode (0 to 0777)", options.socket_mode));
+  }
+  absl::StatusOr<gid_t> gid = socket_group(options.socket_group);
+  if (!gid.ok()) return gid.status();
+  absl::StatusOr<std::unique_ptr<Authenticator>> authenticator =
+      Authenticator::create(options.tokens_file);
+  if (!authenticator.ok()) return authenticator.status();
+  std::unique_ptr<Daemon> d(new Daemon(std::move(registry), options, *std::move(authenticator)));
   grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));
@@ -70,6 +131,10 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
     addresses.push_back(*a);
   }
   builder.RegisterService(&d->service_);
+  // The sockets come with the umask's mode (kad's main sets 077, so only
+  // the owner can connect until restrict_socket gives them theirs). The
+  // umask is not changed here: it is the whole process's, and threads that
+  // start processes run already.
   d->server_ = builder.BuildAndStart();
   if (!d->server_) {
     return absl::UnavailableError(
@@ -83,10 +148,17 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
         a.tcp ? absl::StrCat("tcp://", a.address.substr(0, a.address.rfind(':')), ":", *ports[i])
               : a.uri);
   }
+  for (const std::string& path : d->socket_files_) {
+    if (absl::Status s = restrict_socket(path, options.socket_mode, *gid); !s.ok()) return s;
+  }
   if (options.shared_memory) {
     for (const std::string& path : d->socket_files_) {
       absl::StatusOr<std::unique_ptr<ShmListener>> l =
           ShmListener::start(d->engine_, path + ".shm", options.shm);
+      if (l.ok()) {
+        if (absl::Status s = restrict_socket(path + ".shm", options.socket_mode, *gid); !s.ok())
+          return s;
+      }
       if (!l.ok()) {  // gRPC still serves that socket
         spdlog::warn("no shared memory for unix:{}: {}", path, std::string(l.status().message()));
         continue;
@@ -119,6 +191,11 @@ void Daemon::shutdown(absl::Duration grace) {
   }
   shm_.clear();
   remove_socket_files();
+}
+
+absl::Status Daemon::reload_tokens() {
+  if (!authenticator_->enabled()) return absl::OkStatus();
+  return authenticator_->reload();
 }
 
 void Daemon::remove_socket_files() {

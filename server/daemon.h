@@ -29,6 +29,13 @@ struct DaemonOptions {
   std::string tls_cert, tls_key;    // PEM files: TCP with TLS
   bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
   bool shared_memory = true;        // shared-memory channels beside UNIX sockets
+  // Who may connect to the UNIX sockets (DESIGN §8): their mode, and their
+  // group by name ("": `kad` if that group exists, else the daemon's own).
+  uint32_t socket_mode = 0660;
+  std::string socket_group;
+  // Bearer tokens every TCP client must present (server/bearer_tokens.h);
+  // empty: none asked for.
+  std::string tokens_file;
   ShmOptions shm;
   // Worker processes for client kernels (DESIGN §8); none when its command's
   // executable is empty (a daemon inside a test or client program).
@@ -60,11 +67,17 @@ class Daemon {
   void shutdown(absl::Duration grace);
   // The socket files only, for an exit that cannot wait for a clean shutdown.
   void remove_socket_files();
+  // Reads --tokens again (SIGHUP); on an error the tokens in force stay.
+  absl::Status reload_tokens();
 
  private:
-  Daemon(DeviceRegistry registry, const DaemonOptions& options)
-      : engine_(std::move(registry), options.limits, options.workers), service_(engine_) {}
+  Daemon(DeviceRegistry registry, const DaemonOptions& options,
+         std::unique_ptr<Authenticator> authenticator)
+      : authenticator_(std::move(authenticator)),
+        engine_(std::move(registry), options.limits, options.workers),
+        service_(engine_, *authenticator_) {}
 
+  std::unique_ptr<Authenticator> authenticator_;
   Engine engine_;
   KadService service_;
   std::unique_ptr<grpc::Server> server_;

@@ -1,13 +1,14 @@
 #include "server/engine.h"
 
 #include <fcntl.h>
+#include <openssl/rand.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
 
-#include "absl/random/random.h"
+#include "absl/strings/escaping.h"
 #include "absl/strings/str_format.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
@@ -18,12 +19,16 @@
 namespace kad::server {
 namespace {
 
-std::string new_session_id() {
-  static absl::Mutex mu(absl::kConstInit);
-  static absl::BitGen* gen = new absl::BitGen();
-  absl::MutexLock lock(&mu);
-  return absl::StrFormat("%016x%016x", absl::Uniform<uint64_t>(*gen),
-                         absl::Uniform<uint64_t>(*gen));
+// A session id is the only credential of a session's requests once it is
+// open (DESIGN §8): 192 bits from the system's CSPRNG, as 48 hex digits.
+absl::StatusOr<std::string> new_session_id() {
+  unsigned char bits[24];
+  if (RAND_bytes(bits, sizeof(bits)) != 1) {
+    return absl::UnavailableError(
+        "kad cannot draw a session id: the system's random source failed");
+  }
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(bits), sizeof(bits)));
 }
 
 absl::StatusOr<std::unique_ptr<HostMemory>> make_host_memory(uint64_t bytes) {
@@ -87,14 +92,16 @@ Engine::~Engine() {
 absl::StatusOr<std::shared_ptr<Session>> Engine::open_session(std::string client_name,
                                                               std::string peer) {
   if (draining()) return absl::UnavailableError("kad is shutting down: no new sessions");
-  auto s = std::make_shared<Session>(new_session_id(), std::move(client_name), std::move(peer));
+  absl::StatusOr<std::string> id = new_session_id();
+  if (!id.ok()) return id.status();
   absl::MutexLock lock(&mu_);
   if (sessions_.size() >= limits_.max_sessions) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("kad already serves %d sessions, its maximum", sessions_.size()));
   }
+  auto s = std::make_shared<Session>(*std::move(id), sessions_opened_.fetch_add(1) + 1,
+                                     std::move(client_name), std::move(peer));
   sessions_.emplace(s->id(), s);
-  sessions_opened_.fetch_add(1);
   return s;
 }
 

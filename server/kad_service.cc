@@ -16,8 +16,18 @@ grpc::Status to_grpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+absl::Status KadService::authenticate(const grpc::ServerContextBase& context) const {
+  if (!authenticator_.enabled()) return absl::OkStatus();
+  const auto& metadata = context.client_metadata();
+  std::optional<absl::string_view> authorization;
+  if (auto it = metadata.find("authorization"); it != metadata.end())
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  return authenticator_.check(context.peer(), authorization);
+}
+
 absl::StatusOr<std::shared_ptr<Session>> KadService::session_of(
     const grpc::ServerContextBase& context) {
+  if (absl::Status s = authenticate(context); !s.ok()) return s;
   const auto& metadata = context.client_metadata();
   auto it = metadata.find(kSessionMetadata);
   if (it == metadata.end()) return engine_.session("");
@@ -63,22 +73,25 @@ class RefusedSession final : public grpc::ServerWriteReactor<v1::SessionEvent> {
 
 grpc::ServerWriteReactor<v1::SessionEvent>* KadService::OpenSession(
     grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) {
+  if (absl::Status a = authenticate(*context); !a.ok()) return new RefusedSession(to_grpc(a));
   absl::StatusOr<std::shared_ptr<Session>> s =
       engine_.open_session(request->client_name(), context->peer());
   if (!s.ok()) return new RefusedSession(to_grpc(s.status()));
   return new SessionReactor(engine_, (*s)->id());
 }
 
-grpc::Status KadService::ListDevices(grpc::ServerContext*, const v1::ListDevicesRequest*,
+grpc::Status KadService::ListDevices(grpc::ServerContext* context, const v1::ListDevicesRequest*,
                                      v1::ListDevicesResponse* response) {
+  if (absl::Status a = authenticate(*context); !a.ok()) return to_grpc(a);
   const DeviceRegistry& registry = engine_.registry();
   for (const auto& d : registry.devices)
     to_wire(d->info(), d.get() == registry.default_device(), response->add_devices());
   return grpc::Status::OK;
 }
 
-grpc::Status KadService::GetStatus(grpc::ServerContext*, const v1::GetStatusRequest*,
+grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                    v1::GetStatusResponse* r) {
+  if (absl::Status a = authenticate(*context); !a.ok()) return to_grpc(a);
   const EngineCounters c = engine_.counters();
   r->set_sessions(c.sessions);
   r->set_sessions_opened(c.sessions_opened);

@@ -5,6 +5,7 @@
 #include <grpcpp/grpcpp.h>
 
 #include "kad/v1/kad.grpc.pb.h"
+#include "server/bearer_tokens.h"
 #include "server/engine.h"
 
 namespace kad::server {
@@ -20,7 +21,9 @@ grpc::Status to_grpc(const absl::Status& status);
 // it waits for its client to leave.
 class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad::Service> {
  public:
-  explicit KadService(Engine& engine) : engine_(engine) {}
+  // Every call is first checked by `authenticator` (bearer tokens on TCP).
+  KadService(Engine& engine, const Authenticator& authenticator)
+      : engine_(engine), authenticator_(authenticator) {}
 
   grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
       grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) override;
@@ -62,8 +65,10 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
 
  private:
   absl::StatusOr<std::shared_ptr<Session>> session_of(const grpc::ServerContextBase& context);
+  absl::Status authenticate(const grpc::ServerContextBase& context) const;
 
   Engine& engine_;
+  const Authenticator& authenticator_;
 };
 
 }  // namespace kad::server

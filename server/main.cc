@@ -80,11 +80,16 @@ int serve_as_worker(const Config& config) {
 }
 
 int serve(Config config) {
+  // What kad makes is its own (code cache, workers' folders, sockets until
+  // they get --socket-mode): set before any thread starts, as the umask is
+  // the whole process's.
+  umask(0077);
   // Block the stop signals in every thread; main waits for them with sigwait.
   sigset_t stop;
   sigemptyset(&stop);
   sigaddset(&stop, SIGTERM);
   sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGHUP);  // reloads --tokens
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
 
   kad::DeviceRegistry registry = start_devices(config);
@@ -144,7 +149,13 @@ int serve(Config config) {
   if (!config.ready_file.empty()) write_ready_file(config.ready_file, (*daemon)->uris());
 
   int signal = 0;
-  sigwait(&stop, &signal);
+  for (sigwait(&stop, &signal); signal == SIGHUP; sigwait(&stop, &signal)) {
+    if (absl::Status s = (*daemon)->reload_tokens(); !s.ok()) {
+      spdlog::error("SIGHUP: {}; the tokens in force stay", std::string(s.message()));
+    } else {
+      spdlog::info("SIGHUP: bearer tokens read again");
+    }
+  }
   spdlog::info("{}: draining (in-flight launches finish, new ones are refused)",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   if (!(*daemon)->drain(config.daemon.limits.finish_timeout)) {

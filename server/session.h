@@ -12,6 +12,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "core/backend.h"
 #include "core/kernel.h"
@@ -51,10 +52,19 @@ struct SessionQueue {
 
 class Session {
  public:
-  Session(std::string id, std::string client_name, std::string peer)
-      : id_(std::move(id)), client_name_(std::move(client_name)), peer_(std::move(peer)) {}
+  Session(std::string id, uint64_t serial, std::string client_name, std::string peer)
+      : id_(std::move(id)),
+        serial_(serial),
+        client_name_(std::move(client_name)),
+        peer_(std::move(peer)) {}
 
+  // The session's credential: never logged (DESIGN §8). Logs name a session
+  // by log_name() instead.
   const std::string& id() const { return id_; }
+  // "session 12 (client name)": the 12th session this daemon opened.
+  std::string log_name() const {
+    return absl::StrCat("session ", serial_, " (", client_name_, ")");
+  }
   const std::string& client_name() const { return client_name_; }
   const std::string& peer() const { return peer_; }
 
@@ -110,6 +120,7 @@ class Session {
   bool closed_ ABSL_GUARDED_BY(listeners_mu_) = false;
 
   std::string id_;
+  uint64_t serial_;
   std::string client_name_;
   std::string peer_;
   std::atomic<uint64_t> next_handle_{1};

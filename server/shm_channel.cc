@@ -87,7 +87,7 @@ void ShmChannel::end(const std::string& reason) {
   // Wake a client asleep on either ring.
   futex_wake(&header_->completion.tail);
   futex_wake(&header_->submit.head);
-  spdlog::warn("session {}: shared-memory channel of queue {} ended: {}", session_->id(), queue_,
+  spdlog::warn("{}: shared-memory channel of queue {} ended: {}", session_->log_name(), queue_,
                reason);
 }
 

@@ -129,7 +129,7 @@ void ShmListener::serve_hello(int fd) {
   if (!channel.ok()) return refuse(channel.status());
   if (!send_status_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes))
     return;  // closes fd
-  spdlog::debug("session {}: queue {} on shared memory (pid {}, uid {})", (*session)->id(),
+  spdlog::debug("{}: queue {} on shared memory (pid {}, uid {})", (*session)->log_name(),
                 hello.queue, peer.pid, peer.uid);
   (*channel)->start();
   absl::MutexLock lock(&mu_);

@@ -85,7 +85,8 @@ int main(int argc, char** argv) {
 
   int64_t wrong = 0;
   for (int64_t i = 0; i < n; ++i) wrong += z[i] != a * x[i] + y[i];
-  absl::PrintF("kad:     %s, session %s\n", uri, (*client)->session_id());
+  // Not the session id: it is the session's credential.
+  absl::PrintF("kad:     %s\n", uri);
   absl::PrintF("kernel:  saxpy over ndrange (%d)\n", n);
   absl::PrintF("launch:  %s, %d-bit indices, rank %d; workgroup (%d) (tuned)\n",
                launched->linear ? "linear" : "N-d grid", launched->index_bits, launched->rank,

@@ -460,6 +460,10 @@ int main(int argc, char** argv) {
       "--connect", address,
       "unix:PATH, tcp://HOST:PORT (default $KAD_ADDRESS, then " + default_address() + ")");
   app.add_flag("--json", json, "machine-readable output");
+  kad::client::ConnectOptions connect_options;
+  app.add_option("--token", connect_options.token,
+                 "bearer token for a kad that asks TCP clients for one (default $KAD_TOKEN, then "
+                 "the file $KAD_TOKEN_FILE)");
   CLI::App* devices = app.add_subcommand("devices", "list the daemon's devices");
   CLI::App* status = app.add_subcommand("status", "the daemon's counters");
   CLI::App* run = app.add_subcommand("run", "run a kernel file and summarise its buffers");
@@ -477,7 +481,7 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (address.empty()) address = default_address();
-  auto client = kad::Client::connect(address, "kactl");
+  auto client = kad::Client::connect(address, "kactl", connect_options);
   if (!client.ok()) return fail(client.status());
   if (*devices) return cmd_devices(**client, json);
   if (*status) return cmd_status(**client, json);

@@ -4,11 +4,14 @@
 #include <sys/mman.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <fstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/strip.h"
 #include "absl/synchronization/mutex.h"
 #include "client/src/connection.h"
 #include "kad/inproc.h"
@@ -118,8 +121,33 @@ Client::~Client() = default;
 
 const std::string& Client::session_id() const { return connection_->session_id; }
 
-absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in,
+absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri,
                                                         absl::string_view name) {
+  return connect(uri, name, {});
+}
+
+namespace {
+
+// ConnectOptions::token, else $KAD_TOKEN, else the first line of $KAD_TOKEN_FILE.
+absl::StatusOr<std::string> token_to_send(const client::ConnectOptions& options) {
+  if (!options.token.empty()) return options.token;
+  if (const char* t = std::getenv("KAD_TOKEN"); t && *t) return std::string(t);
+  const char* file = std::getenv("KAD_TOKEN_FILE");
+  if (file == nullptr || *file == '\0') return std::string();
+  std::ifstream in(file);
+  std::string token;
+  if (!in || !std::getline(in, token)) {
+    return absl::InvalidArgumentError(
+        absl::StrFormat("KAD_TOKEN_FILE names %s, which has no token to read", file));
+  }
+  return std::string(absl::StripAsciiWhitespace(token));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in,
+                                                        absl::string_view name,
+                                                        const client::ConnectOptions& options) {
   std::string uri(uri_in);
   auto connection = std::make_shared<client::Connection>();
   // `?transport=grpc|shm` forces a transport; by default a UNIX socket uses
@@ -148,6 +176,9 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
   } else if (absl::StartsWith(uri, "tcp://")) {
     connection->channel =
         grpc::CreateCustomChannel(uri.substr(6), grpc::InsecureChannelCredentials(), args);
+    absl::StatusOr<std::string> token = token_to_send(options);
+    if (!token.ok()) return token.status();
+    if (!token->empty()) connection->authorization = absl::StrCat("Bearer ", *token);
   } else if (uri == "inproc:") {
     absl::MutexLock lock(&client::g_inproc_mu);
     if (client::g_inproc == nullptr) {
@@ -165,6 +196,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
 
   v1::OpenSessionRequest request;
   request.set_client_name(std::string(name));
+  connection->attach(connection->session_context);
   connection->session_context.set_wait_for_ready(false);
   connection->session_context.set_deadline(std::chrono::system_clock::time_point::max());
   connection->session_stream = connection->stub->OpenSession(&connection->session_context, request);
@@ -182,6 +214,7 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
 
 absl::StatusOr<std::vector<client::DeviceInfo>> Client::devices() {
   grpc::ClientContext context;
+  connection_->attach(context);
   v1::ListDevicesResponse response;
   if (auto s = client::from_grpc(connection_->stub->ListDevices(&context, {}, &response)); !s.ok())
     return s;
@@ -210,6 +243,7 @@ absl::StatusOr<std::vector<client::DeviceInfo>> Client::devices() {
 
 absl::StatusOr<client::ServiceStatus> Client::status() {
   grpc::ClientContext context;
+  connection_->attach(context);
   v1::GetStatusResponse r;
   if (auto s = client::from_grpc(connection_->stub->GetStatus(&context, {}, &r)); !s.ok()) return s;
   client::ServiceStatus out;

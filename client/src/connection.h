@@ -29,13 +29,16 @@ class Connection {
   std::shared_ptr<grpc::Channel> channel;
   std::unique_ptr<v1::Kad::Stub> stub;
   std::string session_id;
+  std::string authorization;  // "Bearer TOKEN" on TCP when the client has a token
   std::string unix_path;  // set for unix: URIs: the shared-memory side socket is unix_path + ".shm"
   TransportChoice transport = TransportChoice::kAuto;
   grpc::ClientContext session_context;  // the open OpenSession stream
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream;
 
+  // Every call carries the session (once open) and the token (if any).
   void attach(grpc::ClientContext& context) const {
-    context.AddMetadata("kad-session", session_id);
+    if (!session_id.empty()) context.AddMetadata("kad-session", session_id);
+    if (!authorization.empty()) context.AddMetadata("authorization", authorization);
   }
 
   // Zero-copy buffers mapped into this process, by handle.

@@ -95,7 +95,8 @@ class RunCommandAllocations : public ::testing::Test {
   }
 
   Engine engine_{discover_devices(), EngineLimits{}};
-  KadService service_{engine_};
+  Authenticator no_tokens_;  // authentication off, as on a daemon without --tokens
+  KadService service_{engine_, no_tokens_};
   std::shared_ptr<Session> session_;
   uint64_t queue_ = 0, buffer_ = 0, kernel_ = 0;
   v1::QueueReply reply_;

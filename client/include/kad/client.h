@@ -244,11 +244,25 @@ class Queue {
 
 }  // namespace client
 
+namespace client {
+// How to prove who the client is to a kad that asks (DESIGN §8).
+struct ConnectOptions {
+  // Bearer token for a kad whose TCP clients must present one (--tokens).
+  // Empty: $KAD_TOKEN, else the first line of the file $KAD_TOKEN_FILE
+  // names, else none. Sent on every call; never on a unix: or inproc: URI,
+  // where the daemon knows its peer otherwise.
+  std::string token;
+};
+}  // namespace client
+
 class Client {
  public:
   // Connects and opens a session. `name` shows in the daemon's logs.
   static absl::StatusOr<std::unique_ptr<Client>> connect(absl::string_view uri,
                                                          absl::string_view name = "");
+  static absl::StatusOr<std::unique_ptr<Client>> connect(absl::string_view uri,
+                                                         absl::string_view name,
+                                                         const client::ConnectOptions& options);
   // Closes the session: the daemon reclaims everything it holds.
   ~Client();
 

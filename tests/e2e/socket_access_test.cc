@@ -1,0 +1,226 @@
+// DESIGN §8, identity over a UNIX socket: who may connect is the socket's
+// mode and group (--socket-mode, default 0660; --socket-group, default `kad`
+// if it exists); a socket another daemon serves is never taken over, a
+// stale one is replaced. Session ids are the sessions' credentials: long,
+// from a CSPRNG, and never in the daemon's log. Real kad processes.
+#include <grp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kad/client.h"
+#include "tests/support/daemon.h"
+
+namespace kad::testing {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string path_of(const std::string& unix_uri) { return unix_uri.substr(5); }
+
+uint32_t mode_of(const std::string& path) {
+  struct stat st {};
+  if (stat(path.c_str(), &st) != 0) return 0xffffffff;
+  return st.st_mode & 0777;
+}
+
+gid_t group_of(const std::string& path) {
+  struct stat st {};
+  return stat(path.c_str(), &st) == 0 ? st.st_gid : static_cast<gid_t>(-1);
+}
+
+// errno of connecting to `path` (0: connected), from a child process that
+// runs as `uid`/`gid` with no supplementary groups.
+int connect_as(const std::string& path, uid_t uid, gid_t gid) {
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgroups(0, nullptr) != 0 || setgid(gid) != 0 || setuid(uid) != 0) _exit(200);
+    const int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+    sockaddr_un address{};
+    address.sun_family = AF_UNIX;
+    std::strncpy(address.sun_path, path.c_str(), sizeof(address.sun_path) - 1);
+    const int r = connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof(address));
+    _exit(r == 0 ? 0 : std::min(errno, 199));
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 255;
+}
+
+// Runs kad with `args` until it exits or `ready_file` appears (then
+// returns -1000 and leaves it running as *pid).
+int run_until_ready(std::vector<std::string> args, const std::string& ready_file,
+                    const std::string& log, pid_t* pid) {
+  args.insert(args.begin(), KAD_DAEMON_PATH);
+  *pid = spawn(args, log);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  while (std::chrono::steady_clock::now() < deadline) {
+    int status = 0;
+    if (waitpid(*pid, &status, WNOHANG) == *pid) {
+      *pid = -1;
+      return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+    }
+    if (!ready_file.empty() && fs::exists(ready_file)) return -1000;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return -2000;
+}
+
+std::string read_all(const std::string& path) {
+  std::ifstream in(path);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(SocketAccess, TheSocketsAreForTheOwnerAndTheGroupByDefault) {
+  auto d = Daemon::start({"--no-workers"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string path = path_of((*d)->unix_uri());
+  EXPECT_EQ(mode_of(path), 0660u);
+  EXPECT_EQ(mode_of(path + ".shm"), 0660u);
+  if (const group* kad = getgrnam("kad")) {
+    EXPECT_EQ(group_of(path), kad->gr_gid);
+    EXPECT_EQ(group_of(path + ".shm"), kad->gr_gid);
+  }
+}
+
+TEST(SocketAccess, TheSocketsModeAndGroupAreConfigurable) {
+  const group* daemon_group = getgrnam("daemon");
+  if (daemon_group == nullptr) GTEST_SKIP() << "no group `daemon` on this machine";
+  const gid_t gid = daemon_group->gr_gid;
+  auto d = Daemon::start({"--no-workers", "--socket-mode", "0600", "--socket-group", "daemon"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string path = path_of((*d)->unix_uri());
+  EXPECT_EQ(mode_of(path), 0600u);
+  EXPECT_EQ(mode_of(path + ".shm"), 0600u);
+  EXPECT_EQ(group_of(path), gid);
+  EXPECT_EQ(group_of(path + ".shm"), gid);
+  // Still served: the owner connects.
+  auto client = Client::connect((*d)->unix_uri(), "owner");
+  ASSERT_TRUE(client.ok()) << client.status();
+  EXPECT_TRUE((*client)->devices().ok());
+}
+
+TEST(SocketAccess, APeerOfAnotherUidWithoutAccessIsRefused) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as a second uid";
+  constexpr uid_t kOther = 65534;  // nobody, in no group of the socket's
+  auto closed = Daemon::start({"--no-workers"});
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  // The test's folder is the owner's: open it so only the socket's mode decides.
+  const std::string path = path_of((*closed)->unix_uri());
+  chmod(fs::path(path).parent_path().c_str(), 0755);
+  EXPECT_EQ(connect_as(path, kOther, kOther), EACCES);
+  EXPECT_EQ(connect_as(path + ".shm", kOther, kOther), EACCES);
+
+  // The same peer reaches a socket whose mode lets everyone in.
+  auto open = Daemon::start({"--no-workers", "--socket-mode", "0666"});
+  ASSERT_TRUE(open.ok()) << open.status();
+  const std::string open_path = path_of((*open)->unix_uri());
+  chmod(fs::path(open_path).parent_path().c_str(), 0755);
+  EXPECT_EQ(connect_as(open_path, kOther, kOther), 0);
+}
+
+TEST(SocketAccess, ASocketAnotherDaemonServesIsNotTakenOverAndAStaleOneIsReplaced) {
+  auto first = Daemon::start({"--no-workers"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  const std::string path = path_of((*first)->unix_uri());
+  const std::string dir = fs::path(path).parent_path().string();
+
+  pid_t second = -1;
+  const int refused = run_until_ready({"--no-workers", "--listen", "unix:" + path}, "",
+                                      dir + "/second.log", &second);
+  EXPECT_NE(refused, 0);
+  EXPECT_TRUE(absl::StrContains(read_all(dir + "/second.log"),
+                                absl::StrCat("another daemon serves on ", path)))
+      << read_all(dir + "/second.log");
+  // The first still serves on it.
+  auto client = Client::connect((*first)->unix_uri(), "still");
+  ASSERT_TRUE(client.ok()) << client.status();
+  ASSERT_TRUE((*client)->devices().ok());
+  client->reset();
+
+  // Killed, the first leaves its socket files behind: a new daemon replaces them.
+  (*first)->stop(SIGKILL);
+  ASSERT_TRUE(fs::exists(path));
+  pid_t third = -1;
+  const int served = run_until_ready(
+      {"--no-workers", "--listen", "unix:" + path, "--ready-file", dir + "/third.ready"},
+      dir + "/third.ready", dir + "/third.log", &third);
+  ASSERT_EQ(served, -1000) << read_all(dir + "/third.log");
+  auto again = Client::connect("unix:" + path, "again");
+  EXPECT_TRUE(again.ok()) << again.status();
+  if (again.ok()) {
+    EXPECT_TRUE((*again)->devices().ok());
+  }
+  again = absl::UnknownError("closed");
+  kill(third, SIGTERM);
+  EXPECT_EQ(wait_exit(third), 0);
+}
+
+TEST(SocketAccess, AModeOrGroupKadCannotUseIsRefusedNamingIt) {
+  char dir[] = "/tmp/kad-socket-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  const std::string base = dir;
+  pid_t pid = -1;
+  EXPECT_EQ(run_until_ready(
+                {"--no-workers", "--listen", "unix:" + base + "/a.sock", "--socket-mode", "0999"},
+                "", base + "/mode.log", &pid),
+            2);
+  EXPECT_TRUE(absl::StrContains(read_all(base + "/mode.log"),
+                                "--socket-mode `0999` is not a file mode in octal"))
+      << read_all(base + "/mode.log");
+  EXPECT_NE(run_until_ready({"--no-workers", "--listen", "unix:" + base + "/b.sock",
+                             "--socket-group", "no-such-group-kad"},
+                            "", base + "/group.log", &pid),
+            0);
+  EXPECT_TRUE(
+      absl::StrContains(read_all(base + "/group.log"), "no group is named `no-such-group-kad`"))
+      << read_all(base + "/group.log");
+  fs::remove_all(base);
+}
+
+TEST(SessionIds, AreLongRandomAndNeverLogged) {
+  auto d = Daemon::start({"--no-workers", "--log-level", "debug"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::set<std::string> ids;
+  for (int i = 0; i < 3; ++i) {
+    auto client = Client::connect((*d)->unix_uri(), "ids");
+    ASSERT_TRUE(client.ok()) << client.status();
+    const std::string id = (*client)->session_id();
+    EXPECT_EQ(id.size(), 48u) << id;  // 192 bits
+    EXPECT_EQ(id.find_first_not_of("0123456789abcdef"), std::string::npos) << id;
+    ids.insert(id);
+    // A queue on shared memory and the channel's end: both are logged.
+    auto devices = (*client)->devices();
+    ASSERT_TRUE(devices.ok() && !devices->empty());
+    auto queue = (*client)->create_queue(devices->front().id);
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    ASSERT_TRUE((*queue)->ping().ok());
+  }
+  EXPECT_EQ(ids.size(), 3u);
+  // Give the daemon a moment to log the sessions' ends.
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  const std::string log = (*d)->log();
+  EXPECT_TRUE(absl::StrContains(log, "on shared memory")) << log;
+  for (const std::string& id : ids) {
+    EXPECT_FALSE(absl::StrContains(log, id)) << "the log holds a session id";
+    EXPECT_FALSE(absl::StrContains(log, id.substr(0, 16))) << "the log holds part of a session id";
+  }
+}
+
+}  // namespace
+}  // namespace kad::testing
