@@ -5,7 +5,7 @@ set -euo pipefail
 
 packages=(
   build-essential cmake ninja-build pkg-config python3
-  libabsl-dev libssl-dev
+  libabsl-dev libssl-dev openssl
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   clang-15 llvm-15 lld-15 libclc-15 llvm-spirv-15 spirv-tools
   libze-dev libze1 libhsa-runtime-dev libhsa-runtime64-1 libmsgpack-cxx-dev

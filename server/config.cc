@@ -38,6 +38,8 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "device memory one session may hold, in bytes");
   app.add_option("--tls-cert", c.daemon.tls_cert, "PEM certificate: serve TCP with TLS");
   app.add_option("--tls-key", c.daemon.tls_key, "PEM private key for --tls-cert");
+  app.add_option("--tls-client-ca", c.daemon.tls_client_ca,
+                 "PEM CA: TCP clients must present a certificate it signed (mutual TLS)");
   app.add_option("--tokens", c.daemon.tokens_file,
                  "file of `TOKEN TENANT` lines: every TCP client must present one (read again "
                  "on SIGHUP)");
@@ -120,6 +122,8 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)
         c.daemon.tls_key = file["tls_key"].value_or(c.daemon.tls_key);
+      if (app.get_option("--tls-client-ca")->count() == 0)
+        c.daemon.tls_client_ca = file["tls_client_ca"].value_or(c.daemon.tls_client_ca);
       if (app.get_option("--tokens")->count() == 0)
         c.daemon.tokens_file = file["tokens"].value_or(c.daemon.tokens_file);
       if (app.get_option("--socket-mode")->count() == 0)

@@ -114,8 +114,23 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
     std::shared_ptr<grpc::ServerCredentials> creds = grpc::InsecureServerCredentials();
     if (a->tcp && !options.tls_cert.empty()) {
       grpc::SslServerCredentialsOptions tls;
+      for (const std::string* file :
+           {&options.tls_key, &options.tls_cert, &options.tls_client_ca}) {
+        if (!file->empty() && read_file(*file).empty()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("cannot read ", *file, " (--tls-cert, --tls-key or --tls-client-ca)"));
+        }
+      }
       tls.pem_key_cert_pairs.push_back({read_file(options.tls_key), read_file(options.tls_cert)});
+      if (!options.tls_client_ca.empty()) {
+        // Mutual TLS: no certificate the CA did not sign gets past the handshake.
+        tls.pem_root_certs = read_file(options.tls_client_ca);
+        tls.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+      }
       creds = grpc::SslServerCredentials(tls);
+    } else if (a->tcp && !options.tls_client_ca.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--tls-client-ca needs --tls-cert and --tls-key: ", uri, " would be plaintext"));
     } else if (a->tcp && !a->loopback && !options.allow_insecure_tcp) {
       return absl::InvalidArgumentError(absl::StrCat(
           "refusing plaintext TCP on ", uri,

@@ -26,7 +26,9 @@ struct DaemonOptions {
   std::vector<std::string> listen;
   uint64_t max_message_bytes = (4 << 20) + (64 << 10);  // a 1 MiB chunk fits with room
   EngineLimits limits;
-  std::string tls_cert, tls_key;    // PEM files: TCP with TLS
+  std::string tls_cert, tls_key;  // PEM files: TCP with TLS
+  // PEM CA file: TCP clients must present a certificate it signed (mutual TLS).
+  std::string tls_client_ca;
   bool allow_insecure_tcp = false;  // plaintext TCP beyond loopback
   bool shared_memory = true;        // shared-memory channels beside UNIX sockets
   // Who may connect to the UNIX sockets (DESIGN §8): their mode, and their

@@ -456,14 +456,22 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string address;
   bool json = false;
-  app.add_option(
-      "--connect", address,
-      "unix:PATH, tcp://HOST:PORT (default $KAD_ADDRESS, then " + default_address() + ")");
+  app.add_option("--connect", address,
+                 "unix:PATH, tcp://HOST:PORT, tls://HOST:PORT (default $KAD_ADDRESS, then " +
+                     default_address() + ")");
   app.add_flag("--json", json, "machine-readable output");
   kad::client::ConnectOptions connect_options;
   app.add_option("--token", connect_options.token,
                  "bearer token for a kad that asks TCP clients for one (default $KAD_TOKEN, then "
                  "the file $KAD_TOKEN_FILE)");
+  app.add_option("--tls-ca", connect_options.tls_ca_file,
+                 "tls://: PEM CA that signed kad's certificate (default $KAD_TLS_CA, then the "
+                 "system's)");
+  app.add_option("--tls-cert", connect_options.tls_cert_file,
+                 "tls://: this client's PEM certificate, for a kad that asks (default "
+                 "$KAD_TLS_CERT)");
+  app.add_option("--tls-key", connect_options.tls_key_file,
+                 "tls://: the key of --tls-cert (default $KAD_TLS_KEY)");
   CLI::App* devices = app.add_subcommand("devices", "list the daemon's devices");
   CLI::App* status = app.add_subcommand("status", "the daemon's counters");
   CLI::App* run = app.add_subcommand("run", "run a kernel file and summarise its buffers");

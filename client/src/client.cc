@@ -143,6 +143,52 @@ absl::StatusOr<std::string> token_to_send(const client::ConnectOptions& options)
   return std::string(absl::StripAsciiWhitespace(token));
 }
 
+// `option`, else the environment variable `variable`.
+std::string option_or_env(const std::string& option, const char* variable) {
+  if (!option.empty()) return option;
+  const char* value = std::getenv(variable);
+  return value != nullptr ? value : "";
+}
+
+absl::StatusOr<std::string> read_pem(const std::string& path, const char* what) {
+  std::ifstream in(path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!in.good() && !in.eof()) text.clear();
+  if (text.empty()) {
+    return absl::InvalidArgumentError(absl::StrFormat("cannot read %s %s", what, path));
+  }
+  return text;
+}
+
+// TLS credentials for tls://: the CA to check kad with, and this client's
+// certificate for mutual TLS.
+absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls_credentials(
+    const client::ConnectOptions& options) {
+  grpc::SslCredentialsOptions tls;
+  const std::string ca = option_or_env(options.tls_ca_file, "KAD_TLS_CA");
+  const std::string cert = option_or_env(options.tls_cert_file, "KAD_TLS_CERT");
+  const std::string key = option_or_env(options.tls_key_file, "KAD_TLS_KEY");
+  if (!ca.empty()) {
+    absl::StatusOr<std::string> pem = read_pem(ca, "the TLS CA file");
+    if (!pem.ok()) return pem.status();
+    tls.pem_root_certs = *std::move(pem);
+  }
+  if (cert.empty() != key.empty()) {
+    return absl::InvalidArgumentError(
+        "a client certificate needs its key and a key its certificate (tls_cert_file and "
+        "tls_key_file, or KAD_TLS_CERT and KAD_TLS_KEY)");
+  }
+  if (!cert.empty()) {
+    absl::StatusOr<std::string> c = read_pem(cert, "the TLS client certificate");
+    if (!c.ok()) return c.status();
+    absl::StatusOr<std::string> k = read_pem(key, "the TLS client key");
+    if (!k.ok()) return k.status();
+    tls.pem_cert_chain = *std::move(c);
+    tls.pem_private_key = *std::move(k);
+  }
+  return grpc::SslCredentials(tls);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in,
@@ -173,9 +219,15 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
   } else if (connection->transport == client::TransportChoice::kShm) {
     return absl::InvalidArgumentError(
         absl::StrFormat("`%s`: shared memory needs a local unix: address", uri_in));
-  } else if (absl::StartsWith(uri, "tcp://")) {
-    connection->channel =
-        grpc::CreateCustomChannel(uri.substr(6), grpc::InsecureChannelCredentials(), args);
+  } else if (absl::StartsWith(uri, "tcp://") || absl::StartsWith(uri, "tls://")) {
+    connection->tls = absl::StartsWith(uri, "tls://");
+    std::shared_ptr<grpc::ChannelCredentials> credentials = grpc::InsecureChannelCredentials();
+    if (connection->tls) {
+      absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls = tls_credentials(options);
+      if (!tls.ok()) return tls.status();
+      credentials = *std::move(tls);
+    }
+    connection->channel = grpc::CreateCustomChannel(uri.substr(6), credentials, args);
     absl::StatusOr<std::string> token = token_to_send(options);
     if (!token.ok()) return token.status();
     if (!token->empty()) connection->authorization = absl::StrCat("Bearer ", *token);
@@ -190,7 +242,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
       return absl::UnavailableError("inproc: the engine in this process did not start");
   } else {
     return absl::InvalidArgumentError(absl::StrFormat(
-        "`%s` is not a kad address: use unix:PATH, tcp://HOST:PORT or inproc:", uri));
+        "`%s` is not a kad address: use unix:PATH, tcp://HOST:PORT, tls://HOST:PORT or inproc:",
+        uri));
   }
   connection->stub = v1::Kad::NewStub(connection->channel);
 
@@ -204,6 +257,27 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
   if (!connection->session_stream->Read(&first)) {
     absl::Status s = client::from_grpc(connection->session_stream->Finish());
     connection->session_stream.reset();
+    // A handshake that fails is a question of who is who, not of reach:
+    // kad's certificate is not the CA's ("certificate verify failed", "Peer
+    // name … is not in peer certificate"), or kad refused this client's
+    // (it closes the connection in the handshake: "Socket closed").
+    if (connection->tls && s.code() == absl::StatusCode::kUnavailable) {
+      if (absl::StrContains(s.message(), "andshake") ||
+          absl::StrContains(s.message(), "certificate")) {
+        return absl::UnauthenticatedError(absl::StrFormat(
+            "the TLS handshake with kad at %s failed: kad's certificate is not one the CA "
+            "given signed for that address: %s",
+            uri_in, s.message()));
+      }
+      if (absl::StrContains(s.message(), "Socket closed")) {
+        const bool has_cert = !option_or_env(options.tls_cert_file, "KAD_TLS_CERT").empty();
+        return absl::UnauthenticatedError(absl::StrFormat(
+            "the TLS handshake with kad at %s failed: kad closed the connection, as it does for "
+            "a client without a certificate its CA signed (mutual TLS; this client gave %s): "
+            "%s",
+            uri_in, has_cert ? "one" : "none", s.message()));
+      }
+    }
     return absl::UnavailableError(
         absl::StrFormat("cannot open a session with kad at %s: %s", uri_in,
                         s.ok() ? "the stream closed" : std::string(s.message())));

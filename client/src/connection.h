@@ -30,6 +30,7 @@ class Connection {
   std::unique_ptr<v1::Kad::Stub> stub;
   std::string session_id;
   std::string authorization;  // "Bearer TOKEN" on TCP when the client has a token
+  bool tls = false;           // a tls:// URI
   std::string unix_path;  // set for unix: URIs: the shared-memory side socket is unix_path + ".shm"
   TransportChoice transport = TransportChoice::kAuto;
   grpc::ClientContext session_context;  // the open OpenSession stream

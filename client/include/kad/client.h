@@ -252,6 +252,13 @@ struct ConnectOptions {
   // names, else none. Sent on every call; never on a unix: or inproc: URI,
   // where the daemon knows its peer otherwise.
   std::string token;
+  // tls://HOST:PORT (DESIGN §8): the CA that signed kad's certificate (PEM
+  // file; empty: $KAD_TLS_CA, else the system's roots), and for a kad that
+  // asks for client certificates (mutual TLS) this client's certificate and
+  // key (PEM files; empty: $KAD_TLS_CERT, $KAD_TLS_KEY).
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 }  // namespace client
 
