@@ -36,6 +36,12 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--max-sessions", c.daemon.limits.max_sessions, "sessions served at once");
   app.add_option("--session-memory-quota", c.daemon.limits.max_buffer_bytes_per_session,
                  "device memory one session may hold, in bytes");
+  app.add_option("--max-streams-per-session", c.daemon.limits.max_streams_per_session,
+                 "Submit streams one session may hold open")
+      ->check(CLI::Range(1u, 4096u));
+  app.add_option("--max-channels-per-session", c.daemon.limits.max_channels_per_session,
+                 "shared-memory channels one session may hold open")
+      ->check(CLI::Range(1u, 4096u));
   app.add_option("--tls-cert", c.daemon.tls_cert, "PEM certificate: serve TCP with TLS");
   app.add_option("--tls-key", c.daemon.tls_key, "PEM private key for --tls-cert");
   app.add_option("--tls-client-ca", c.daemon.tls_client_ca,

@@ -26,6 +26,11 @@ struct EngineLimits {
   uint64_t max_sessions = 1024;
   uint64_t max_buffer_bytes_per_session = uint64_t{64} << 30;  // device memory quota
   uint64_t max_objects_per_session = 1 << 20;                  // handles of any kind
+  // Transports one session holds open at once: each Submit stream takes two
+  // threads and a ring of replies, each shared-memory channel a thread and
+  // about 1 MiB of shared memory.
+  uint32_t max_streams_per_session = 64;
+  uint32_t max_channels_per_session = 64;
   bool zero_copy = true;  // buffers on host-visible devices live in memory clients can map
   // The longest kad waits for a session's launches to end when it frees
   // device memory, closes the session or drains (--drain-timeout).
@@ -69,6 +74,7 @@ class Engine {
   ~Engine();
 
   const DeviceRegistry& registry() const { return registry_; }
+  const EngineLimits& limits() const { return limits_; }
 
   absl::StatusOr<std::shared_ptr<Session>> open_session(std::string client_name, std::string peer);
   // Reclaims everything the session owns: waits for its queues, frees its buffers.

@@ -434,6 +434,10 @@ grpc::Status KadService::Submit(
     grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<SessionSlot> slot =
+      SessionSlot::take((*s)->streams, engine_.limits().max_streams_per_session, "Submit streams",
+                        "--max-streams-per-session");
+  if (!slot.ok()) return to_grpc(slot.status());
   auto ring = std::make_unique<ReplyRing>();
   std::thread writer([&] { ring->drain_to(context, stream); });
   ReplyRing* const ring_ptr = ring.get();

@@ -50,6 +50,37 @@ struct SessionQueue {
   std::atomic<EventId> last_waited{0};  // the newest event a wait returned for
 };
 
+// One of a bounded number of things a session holds open (a Submit stream,
+// a shared-memory channel), given back when the slot goes.
+class SessionSlot {
+ public:
+  // A slot of `count`, or RESOURCE_EXHAUSTED naming `what` and `limit`.
+  static absl::StatusOr<SessionSlot> take(std::atomic<uint32_t>& count, uint32_t limit,
+                                          absl::string_view what, absl::string_view flag) {
+    if (count.fetch_add(1) >= limit) {
+      count.fetch_sub(1);
+      return absl::ResourceExhaustedError(absl::StrCat("the session already has ", limit, " ", what,
+                                                       " open, its maximum (", flag, ")"));
+    }
+    return SessionSlot(&count);
+  }
+  SessionSlot(SessionSlot&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+  SessionSlot& operator=(SessionSlot&& other) noexcept {
+    release();
+    count_ = std::exchange(other.count_, nullptr);
+    return *this;
+  }
+  ~SessionSlot() { release(); }
+
+ private:
+  explicit SessionSlot(std::atomic<uint32_t>* count) : count_(count) {}
+  void release() {
+    if (count_ != nullptr) count_->fetch_sub(1);
+    count_ = nullptr;
+  }
+  std::atomic<uint32_t>* count_;
+};
+
 class Session {
  public:
   Session(std::string id, uint64_t serial, std::string client_name, std::string peer)
@@ -84,6 +115,9 @@ class Session {
   // Shared: a wait runs outside the session lock and must keep its queue alive.
   absl::flat_hash_map<uint64_t, std::shared_ptr<SessionQueue>> queues ABSL_GUARDED_BY(mu);
   uint64_t buffer_bytes ABSL_GUARDED_BY(mu) = 0;
+  // Submit streams and shared-memory channels open now (SessionSlot).
+  std::atomic<uint32_t> streams{0};
+  std::atomic<uint32_t> channels{0};
 
   // Streams and channels that serve this session end with it: each registers
   // a listener, run once when the session closes (at once if it already has).

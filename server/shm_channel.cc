@@ -24,7 +24,12 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
                                                                std::shared_ptr<Session> session,
                                                                uint64_t queue, int socket,
                                                                ShmOptions options) {
+  absl::StatusOr<SessionSlot> slot =
+      SessionSlot::take(session->channels, engine.limits().max_channels_per_session,
+                        "shared-memory channels", "--max-channels-per-session");
+  if (!slot.ok()) return slot.status();  // the socket is still the caller's, to refuse with
   std::unique_ptr<ShmChannel> c(new ShmChannel(engine, std::move(session), queue, socket, options));
+  c->slot_.emplace(*std::move(slot));
   auto memfd = create_sealed_memfd("kad-shm-channel", kChannelBytes);
   if (!memfd.ok()) {
     c->socket_ = -1;  // still the caller's, to refuse with

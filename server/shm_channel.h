@@ -9,6 +9,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,6 +58,7 @@ class ShmChannel {
 
   Engine& engine_;
   std::shared_ptr<Session> session_;
+  std::optional<SessionSlot> slot_;  // one of the session's channels
   uint64_t queue_;
   int socket_;
   ShmOptions options_;

@@ -17,8 +17,10 @@ class GrpcTransport final : public Queue::Transport {
     rw_ = connection_->stub->Submit(&context_);
   }
   ~GrpcTransport() override {
+    if (finished_) return;  // kad ended the stream, and said why
     while (pending_ > 0 && read_pending().ok()) {
     }
+    if (finished_) return;
     rw_->WritesDone();
     rw_->Finish().ok();
   }
@@ -49,7 +51,7 @@ class GrpcTransport final : public Queue::Transport {
     encode_launch(kernel, ndrange, workgroup, args, offsets);
     launch_.set_queue(queue_);
     launch_.set_tag(next_tag_++);
-    if (!rw_->Write(launch_)) return closed();
+    if (finished_ || !rw_->Write(launch_)) return closed();
     ++pending_;
     return absl::OkStatus();
   }
@@ -89,9 +91,15 @@ class GrpcTransport final : public Queue::Transport {
   }
 
  private:
+  // The stream ended: its status (Finish, once per stream), kept for every
+  // later call.
   absl::Status closed() {
-    absl::Status s = from_grpc(rw_->Finish());
-    return s.ok() ? absl::UnavailableError("the queue's stream to kad closed") : s;
+    if (!finished_) {
+      finished_ = true;
+      final_ = from_grpc(rw_->Finish());
+      if (final_.ok()) final_ = absl::UnavailableError("the queue's stream to kad closed");
+    }
+    return final_;
   }
 
   // Fills launch_ in place: its submessages and argument records are kept
@@ -139,7 +147,7 @@ class GrpcTransport final : public Queue::Transport {
 
   // Reads one answer to a submitted launch; keeps the first error.
   absl::Status read_pending() {
-    if (!rw_->Read(&reply_)) {
+    if (finished_ || !rw_->Read(&reply_)) {
       pending_ = 0;
       return closed();
     }
@@ -153,7 +161,7 @@ class GrpcTransport final : public Queue::Transport {
   absl::Status roundtrip(v1::QueueCommand& command) {
     command.set_queue(queue_);
     command.set_tag(next_tag_++);
-    if (!rw_->Write(command)) return closed();
+    if (finished_ || !rw_->Write(command)) return closed();
     while (pending_ > 0) {
       if (absl::Status s = read_pending(); !s.ok()) return s;
     }
@@ -171,6 +179,8 @@ class GrpcTransport final : public Queue::Transport {
   std::shared_ptr<Connection> connection_;
   uint64_t queue_;
   grpc::ClientContext context_;
+  bool finished_ = false;
+  absl::Status final_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::QueueCommand, v1::QueueReply>> rw_;
   // One reused command of each kind: no allocation per launch once warm.
   v1::QueueCommand launch_, wait_, ping_, copy_in_, copy_out_;

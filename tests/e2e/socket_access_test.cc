@@ -222,5 +222,55 @@ TEST(SessionIds, AreLongRandomAndNeverLogged) {
   }
 }
 
+// A session's transports are bounded: past --max-channels-per-session and
+// --max-streams-per-session a queue's channel or stream is refused with
+// RESOURCE_EXHAUSTED naming the limit, and other sessions go on.
+TEST(SessionTransports, AreBoundedPerSessionAndOthersGoOn) {
+  auto d = Daemon::start(
+      {"--no-workers", "--max-channels-per-session", "3", "--max-streams-per-session", "2"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  for (const std::string transport : {"shm", "grpc"}) {
+    SCOPED_TRACE(transport);
+    const int limit = transport == "shm" ? 3 : 2;
+    auto greedy = Client::connect((*d)->unix_uri() + "?transport=" + transport, "greedy");
+    ASSERT_TRUE(greedy.ok()) << greedy.status();
+    std::vector<std::unique_ptr<client::Queue>> queues;
+    absl::Status refused;
+    for (int i = 0; i < limit + 5 && refused.ok(); ++i) {
+      auto q = (*greedy)->create_queue();
+      absl::Status s = q.ok() ? (*q)->ping() : q.status();
+      if (s.ok()) {
+        queues.push_back(*std::move(q));
+      } else {
+        refused = s;
+      }
+    }
+    EXPECT_EQ(static_cast<int>(queues.size()), limit);
+    EXPECT_EQ(refused.code(), absl::StatusCode::kResourceExhausted) << refused;
+    EXPECT_TRUE(
+        absl::StrContains(refused.message(), absl::StrCat("the session already has ", limit)))
+        << refused;
+
+    // Another session is served meanwhile.
+    auto bystander = Client::connect((*d)->unix_uri() + "?transport=" + transport, "bystander");
+    ASSERT_TRUE(bystander.ok()) << bystander.status();
+    auto queue = (*bystander)->create_queue();
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    auto buffer = (*bystander)->allocate(64 * sizeof(int32_t));
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    std::vector<int32_t> data(64, 5), back(64, 0);
+    ASSERT_TRUE((*queue)->write(*buffer, 0, std::as_bytes(std::span(data))).ok());
+    ASSERT_TRUE((*queue)->read(*buffer, 0, std::as_writable_bytes(std::span(back))).ok());
+    EXPECT_EQ(back, data);
+
+    // A queue that goes gives its slot back.
+    queues.pop_back();
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    auto again = (*greedy)->create_queue();
+    ASSERT_TRUE(again.ok()) << again.status();
+    EXPECT_TRUE((*again)->ping().ok());
+  }
+}
+
 }  // namespace
 }  // namespace kad::testing

@@ -107,8 +107,9 @@ bool documented(Call call, Code code) {
       return listed(code, {Code::RESOURCE_EXHAUSTED, Code::UNAVAILABLE, Code::INTERNAL});
     case Call::kSubmit:
       // ABORTED: the last reply once its session closed; CANCELLED: how the
-      // stream then ends (gRPC sends no status of a stream the server cancels).
-      return listed(code, {Code::ABORTED, Code::CANCELLED});
+      // stream then ends (gRPC sends no status of a stream the server cancels);
+      // RESOURCE_EXHAUSTED: more streams than a session may hold open.
+      return listed(code, {Code::ABORTED, Code::CANCELLED, Code::RESOURCE_EXHAUSTED});
     case Call::kLaunch:
     case Call::kWait:
       return launch_code(code);
