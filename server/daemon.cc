@@ -70,15 +70,19 @@ absl::StatusOr<gid_t> socket_group(const std::string& name) {
       absl::StrCat("--socket-group: no group is named `", name, "` on this machine"));
 }
 
-// Gives a socket file its mode and group.
-absl::Status restrict_socket(const std::string& path, uint32_t mode, gid_t gid) {
+// Gives a socket file its mode and group. The default group (`kad`, not
+// named by --socket-group) is given where kad may: a user's own kad on a
+// machine that has the group keeps the user's, with a warning.
+absl::Status restrict_socket(const std::string& path, uint32_t mode, gid_t gid, bool group_named) {
   if (chmod(path.c_str(), mode) != 0) {
     return absl::PermissionDeniedError(
         absl::StrFormat("cannot set mode %04o on %s: %s", mode, path, std::strerror(errno)));
   }
   if (gid != static_cast<gid_t>(-1) && chown(path.c_str(), static_cast<uid_t>(-1), gid) != 0) {
-    return absl::PermissionDeniedError(
-        absl::StrFormat("cannot give %s to group %d: %s", path, gid, std::strerror(errno)));
+    const std::string why =
+        absl::StrFormat("cannot give %s to group %d: %s", path, gid, std::strerror(errno));
+    if (group_named) return absl::PermissionDeniedError(why);
+    spdlog::warn("{}; it keeps kad's own group", why);
   }
   return absl::OkStatus();
 }
@@ -164,14 +168,19 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
               : a.uri);
   }
   for (const std::string& path : d->socket_files_) {
-    if (absl::Status s = restrict_socket(path, options.socket_mode, *gid); !s.ok()) return s;
+    if (absl::Status s =
+            restrict_socket(path, options.socket_mode, *gid, !options.socket_group.empty());
+        !s.ok())
+      return s;
   }
   if (options.shared_memory) {
     for (const std::string& path : d->socket_files_) {
       absl::StatusOr<std::unique_ptr<ShmListener>> l =
           ShmListener::start(d->engine_, path + ".shm", options.shm);
       if (l.ok()) {
-        if (absl::Status s = restrict_socket(path + ".shm", options.socket_mode, *gid); !s.ok())
+        if (absl::Status s = restrict_socket(path + ".shm", options.socket_mode, *gid,
+                                             !options.socket_group.empty());
+            !s.ok())
           return s;
       }
       if (!l.ok()) {  // gRPC still serves that socket

@@ -43,6 +43,15 @@ class BearerTokens : public ::testing::Test {
   }
 
   std::string tokens_file() const { return dir_ + "/tokens"; }
+  // Waits (up to 10 s) until the daemon's log holds `text`.
+  bool logged(absl::string_view text) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (!absl::StrContains(daemon_->log(), text)) {
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return true;
+  }
   void write_tokens(const std::string& text) const { std::ofstream(tokens_file()) << text; }
 
   // A raw stub on the TCP address, and a call's metadata.
@@ -163,12 +172,7 @@ TEST_F(BearerTokens, SighupReadsTheTokensAgain) {
   write_tokens(absl::StrCat(kOther, " team-b\n"));
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
   // The reload is logged once done.
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!absl::StrContains(daemon_->log(), "bearer tokens read again") &&
-         std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  ASSERT_TRUE(absl::StrContains(daemon_->log(), "bearer tokens read again")) << daemon_->log();
+  ASSERT_TRUE(logged("bearer tokens read again")) << daemon_->log();
   EXPECT_FALSE(connect_tcp(kGood).ok()) << "a token taken out of the file still serves";
   auto other = connect_tcp(kOther);
   ASSERT_TRUE(other.ok()) << other.status();
@@ -176,11 +180,7 @@ TEST_F(BearerTokens, SighupReadsTheTokensAgain) {
   // A file kad cannot use keeps the tokens in force, and says why.
   write_tokens("short team-c\n");
   ASSERT_EQ(kill(daemon_->pid(), SIGHUP), 0);
-  const auto later = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!absl::StrContains(daemon_->log(), "too easy to guess") &&
-         std::chrono::steady_clock::now() < later) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
+  ASSERT_TRUE(logged("too easy to guess")) << daemon_->log();
   EXPECT_TRUE(absl::StrContains(daemon_->log(), "the tokens in force stay")) << daemon_->log();
   EXPECT_TRUE(connect_tcp(kOther).ok());
 }

@@ -43,34 +43,39 @@ void launch_and_check(IsolatedDevice& device, Kernel& kernel, KernelCache& cache
     ASSERT_EQ(host[static_cast<size_t>(i)], static_cast<int32_t>(i) * salt + 5) << "at " << i;
 }
 
-TEST(WorkerProgramBinaries, AKernelIsBuiltOnceAndEverySessionsWorkerLoadsItsBinary) {
-  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
-  // A kernel no cache holds, so that the first launch must build it.
-  const int32_t salt = static_cast<int32_t>((getpid() ^ time(nullptr)) & 0xffff) | 1;
+std::unique_ptr<Kernel> salted_kernel(int32_t salt, const std::string& entry) {
   auto module = Module::create(
       ModuleFormat::kOpenClC,
-      absl::StrCat("kernel void salted_once(KAD_CONTEXT, global int* out, int k) {\n"
+      absl::StrCat("kernel void ", entry, "(KAD_CONTEXT, global int* out, int k) {\n",
                    "  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * ",
                    salt, " + k;\n}\n"));
-  ASSERT_TRUE(module.ok()) << module.status();
-  auto kernel = Kernel::create(*module, {"salted_once",
+  if (!module.ok()) return nullptr;
+  auto kernel = Kernel::create(*module, {entry,
                                          std::nullopt,
                                          std::nullopt,
                                          {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)},
                                          ""});
-  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  return kernel.ok() ? *std::move(kernel) : nullptr;
+}
+
+TEST(WorkerProgramBinaries, AKernelIsBuiltOnceAndEverySessionsWorkerLoadsItsBinary) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
+  // A kernel no cache holds, so that the first launch must build it.
+  const int32_t salt = static_cast<int32_t>((getpid() ^ time(nullptr)) & 0xffff) | 1;
+  std::unique_ptr<Kernel> kernel = salted_kernel(salt, "salted_once");
+  ASSERT_NE(kernel, nullptr);
   const CodeCache::Stats before = KernelLowering::shared().cache().stats();
 
   KernelCache cache;  // the daemon's, shared by its sessions
   IsolatedDevice first(testing::pocl_device(), pool);
-  launch_and_check(first, **kernel, cache, salt);
+  launch_and_check(first, *kernel, cache, salt);
   EXPECT_EQ(pool.stats().compile_workers, 1u);
   const pid_t first_worker = first.worker_pid();
   ASSERT_GT(first_worker, 0);
 
   // Another session: its own worker, the same compiled kernel.
   IsolatedDevice second(testing::pocl_device(), pool);
-  launch_and_check(second, **kernel, cache, salt);
+  launch_and_check(second, *kernel, cache, salt);
   EXPECT_NE(second.worker_pid(), first_worker);
   EXPECT_EQ(pool.stats().compile_workers, 1u) << "the second session compiled the kernel again";
 
@@ -81,7 +86,7 @@ TEST(WorkerProgramBinaries, AKernelIsBuiltOnceAndEverySessionsWorkerLoadsItsBina
   EXPECT_EQ(after_build.stores - before.stores, 2u) << "the lowered SPIR and the program binary";
   KernelCache restarted;
   IsolatedDevice third(testing::pocl_device(), pool);
-  launch_and_check(third, **kernel, restarted, salt);
+  launch_and_check(third, *kernel, restarted, salt);
   EXPECT_EQ(pool.stats().compile_workers, 1u) << "a restarted daemon compiled the kernel again";
   EXPECT_GT(KernelLowering::shared().cache().stats().hits, after_build.hits);
   EXPECT_EQ(pool.stats().crashed + pool.stats().timed_out, 0u);
@@ -98,21 +103,6 @@ std::set<std::string> workgroup_functions(pid_t worker, const std::string& entry
       found.insert(e.path().filename().string());
   }
   return found;
-}
-
-std::unique_ptr<Kernel> salted_kernel(int32_t salt, const std::string& entry) {
-  auto module = Module::create(
-      ModuleFormat::kOpenClC,
-      absl::StrCat("kernel void ", entry, "(KAD_CONTEXT, global int* out, int k) {\n",
-                   "  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * ",
-                   salt, " + k;\n}\n"));
-  if (!module.ok()) return nullptr;
-  auto kernel = Kernel::create(*module, {entry,
-                                         std::nullopt,
-                                         std::nullopt,
-                                         {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)},
-                                         ""});
-  return kernel.ok() ? *std::move(kernel) : nullptr;
 }
 
 TEST(WorkerProgramBinaries, WorkersRunTheGenericWorkGroupFunctionUnlessToldToSpecialize) {
