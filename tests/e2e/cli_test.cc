@@ -144,6 +144,26 @@ TEST_F(Cli, TheDaemonServesGrpcHealth) {
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
+TEST(KactlIdentity, KactlPresentsABearerTokenFromItsFlagOrTheEnvironment) {
+  const std::string tokens = "/tmp/kad-cli-" + std::to_string(getpid()) + "-tokens";
+  std::ofstream(tokens) << "kactl-token-0123456789abcdef ops\n";
+  auto d = testing::Daemon::start({"--no-workers", "--tokens", tokens});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string at = std::string(KACTL_PATH) + " --connect " + (*d)->tcp_uri();
+  ProcessRun flag = run(at + " --token kactl-token-0123456789abcdef devices");
+  EXPECT_EQ(flag.code, 0) << flag.output;
+  EXPECT_THAT(flag.output, HasSubstr("opencl:pocl:0"));
+  ProcessRun env = run("KAD_TOKEN=kactl-token-0123456789abcdef " + at + " status");
+  EXPECT_EQ(env.code, 0) << env.output;
+  ProcessRun none = run(at + " devices");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_THAT(none.output, HasSubstr("requires a bearer token on TCP"));
+  ProcessRun wrong = run(at + " --token not-the-token-0123456789 devices");
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_THAT(wrong.output, HasSubstr("not one kad accepts"));
+  std::filesystem::remove(tokens);
+}
+
 TEST(DaemonConfig, ATomlFileSetsWhereKadListens) {
   const std::string dir = "/tmp/kad-config-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
