@@ -270,7 +270,8 @@ void IsolatedDevice::check_deadlines() {
   mu_.Unlock();
 }
 
-absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* reported) {
+absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* reported,
+                                         uint32_t* flags) {
   Header header;
   std::span<const std::byte> payload;
   if (absl::Status s = worker_->reader().next(&header, &payload, nullptr, deadline, kMaxReplyBytes);
@@ -283,6 +284,7 @@ absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* repo
         absl::StrFormat("the worker answered with message %d of %d bytes", header.op, header.size));
   }
   std::memcpy(&r, payload.data(), sizeof r);
+  if (flags != nullptr) *flags = r.flags;
   if (r.code < 0 || r.code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
     return absl::InternalError(absl::StrFormat("the worker answered with status %d", r.code));
   }
@@ -386,10 +388,11 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
 absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   IdRecord r{kernel.id()};
   absl::Status reported;
+  uint32_t flags = 0;
   absl::Status transport =
       worker_->connection().send(Op::kLoadKernel, bytes_of(r), bytes_of_string(*kernel.request()));
   if (transport.ok()) {
-    transport = read_status(absl::Now() + pool_.options().compile_timeout, &reported);
+    transport = read_status(absl::Now() + pool_.options().compile_timeout, &reported, &flags);
   }
   if (!transport.ok()) {
     const pid_t pid = worker_->pid();
@@ -401,6 +404,7 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   if (reported.ok()) {
     loaded_.insert(kernel.id());
     pool_.remember(info().id, kernel.id(), kernel.request());
+    pool_.note_load((flags & kLoadedProgramBinary) != 0);
   }
   return reported;
 }

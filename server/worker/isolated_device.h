@@ -117,7 +117,8 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads one kStatus answer into `reported`; the return is the transport's
   // status (a deadline, a closed connection, a malformed answer).
-  absl::Status read_status(absl::Time deadline, absl::Status* reported)
+  // `flags` (when given) receives the answer's StatusFlags.
+  absl::Status read_status(absl::Time deadline, absl::Status* reported, uint32_t* flags = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status load(const WorkerKernel& kernel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Buffer>> add_buffer(std::unique_ptr<WorkerBuffer> buffer);

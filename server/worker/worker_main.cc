@@ -76,8 +76,8 @@ class WorkerServer {
     return absl::OkStatus();
   }
 
-  absl::Status reply(const absl::Status& status) {
-    StatusRecord r{static_cast<int32_t>(status.code()), 0};
+  absl::Status reply(const absl::Status& status, uint32_t flags = 0) {
+    StatusRecord r{static_cast<int32_t>(status.code()), flags};
     const absl::string_view m = status.message();
     return connection_.send(Op::kStatus, bytes_of(r),
                             std::as_bytes(std::span<const char>(m.data(), m.size())));
@@ -208,18 +208,20 @@ class WorkerServer {
     }
     absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled;
     absl::StatusOr<OwnedCompileRequest> request = from_message(message);
+    uint32_t flags = 0;
     if (!request.ok()) {
       compiled = request.status();
     } else if (op == Op::kLoadKernel && !message.program_binary().empty()) {
       // Built by a compile worker: loaded, not compiled again.
       compiled = device_.load_program_binary(request->view(), message.program_binary());
+      flags = kLoadedProgramBinary;
     } else {
       compiled = device_.compile(request->view());
     }
     if (op == Op::kLoadKernel) {
       absl::Status status = compiled.status();
       if (compiled.ok()) kernels_[id.id] = *std::move(compiled);
-      return reply(status);
+      return reply(status, status.ok() ? flags : 0);
     }
     wire::CompileReply answer = to_reply(compiled);
     if (compiled.ok()) {

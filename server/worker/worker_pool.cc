@@ -101,7 +101,10 @@ void WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
       return;  // a worker that cannot load is taken as it is; its first launch will tell
     }
     std::memcpy(&status, payload.data(), sizeof status);
-    if (status.code == 0) worker.preloaded.insert(k.id);
+    if (status.code == 0) {
+      worker.preloaded.insert(k.id);
+      note_load((status.flags & kLoadedProgramBinary) != 0);
+    }
   }
 }
 
@@ -137,6 +140,11 @@ WorkerPool::Stats WorkerPool::stats() const {
 void WorkerPool::note_lost(bool deadline) {
   absl::MutexLock lock(&mu_);
   ++(deadline ? stats_.timed_out : stats_.crashed);
+}
+
+void WorkerPool::note_load(bool from_binary) {
+  absl::MutexLock lock(&mu_);
+  ++(from_binary ? stats_.binary_loads : stats_.source_loads);
 }
 
 void WorkerPool::refill() {

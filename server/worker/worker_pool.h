@@ -80,10 +80,17 @@ class WorkerPool {
     uint64_t ready = 0;            // spares started and not taken
     uint64_t crashed = 0;          // workers a client's kernel ended
     uint64_t timed_out = 0;        // workers stopped at a deadline (a launch's or a compile's)
-    std::string walls;             // describe_walls() of the newest worker started
+    // Kernels loaded into session workers and spares: from the program binary
+    // a compile worker built, or compiled again from source (a device that
+    // keeps no program binaries).
+    uint64_t binary_loads = 0;
+    uint64_t source_loads = 0;
+    std::string walls;  // describe_walls() of the newest worker started
   };
   // A session's worker ended: by a crash, or stopped at a deadline.
   void note_lost(bool deadline);
+  // A kernel was loaded into a worker, from its program binary or not.
+  void note_load(bool from_binary);
   Stats stats() const;
 
  private:

@@ -93,8 +93,15 @@ struct WaitRecord {
 };
 
 struct StatusRecord {
-  int32_t code = 0;  // absl::StatusCode; a message of `size - sizeof(StatusRecord)` bytes follows
-  uint32_t pad = 0;
+  int32_t code = 0;    // absl::StatusCode; a message of `size - sizeof(StatusRecord)` bytes follows
+  uint32_t flags = 0;  // StatusFlags
+};
+
+// What a worker says of a request it served, beside its status.
+enum StatusFlags : uint32_t {
+  // A kLoadKernel that loaded the program binary it was given, rather than
+  // compiling the kernel's source.
+  kLoadedProgramBinary = 1,
 };
 
 // The most a worker may send in one message: a compile's log fits.

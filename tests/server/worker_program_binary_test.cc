@@ -78,6 +78,10 @@ TEST(WorkerProgramBinaries, AKernelIsBuiltOnceAndEverySessionsWorkerLoadsItsBina
   launch_and_check(second, *kernel, cache, salt);
   EXPECT_NE(second.worker_pid(), first_worker);
   EXPECT_EQ(pool.stats().compile_workers, 1u) << "the second session compiled the kernel again";
+  // The session workers loaded what the compile worker built; none of them
+  // compiled the source again.
+  EXPECT_EQ(pool.stats().binary_loads, 2u);
+  EXPECT_EQ(pool.stats().source_loads, 0u) << "a session's worker compiled the kernel itself";
 
   // A daemon started again (an empty in-memory cache) finds the binary in
   // the code cache, where the first build stored it.
@@ -88,6 +92,8 @@ TEST(WorkerProgramBinaries, AKernelIsBuiltOnceAndEverySessionsWorkerLoadsItsBina
   IsolatedDevice third(testing::pocl_device(), pool);
   launch_and_check(third, *kernel, restarted, salt);
   EXPECT_EQ(pool.stats().compile_workers, 1u) << "a restarted daemon compiled the kernel again";
+  EXPECT_EQ(pool.stats().binary_loads, 3u) << "the third worker did not load the stored binary";
+  EXPECT_EQ(pool.stats().source_loads, 0u);
   EXPECT_GT(KernelLowering::shared().cache().stats().hits, after_build.hits);
   EXPECT_EQ(pool.stats().crashed + pool.stats().timed_out, 0u);
 }
