@@ -83,11 +83,11 @@ absl::Status Authenticator::reload() {
   return absl::OkStatus();
 }
 
-absl::Status Authenticator::check(absl::string_view peer,
-                                  std::optional<absl::string_view> authorization) const {
-  if (!enabled()) return absl::OkStatus();
+absl::StatusOr<std::string> Authenticator::check(
+    absl::string_view peer, std::optional<absl::string_view> authorization) const {
+  if (!enabled()) return std::string();
   // Only TCP peers present tokens; a UNIX socket's peer is its uid.
-  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return absl::OkStatus();
+  if (!absl::StartsWith(peer, "ipv4:") && !absl::StartsWith(peer, "ipv6:")) return std::string();
   if (!authorization) {
     return absl::UnauthenticatedError(
         "kad requires a bearer token on TCP: send metadata `authorization: Bearer TOKEN` (the "
@@ -103,10 +103,9 @@ absl::Status Authenticator::check(absl::string_view peer,
     absl::MutexLock lock(&mu_);
     tokens = tokens_;
   }
-  if (!tokens->tenant_of(value)) {
-    return absl::UnauthenticatedError("the bearer token is not one kad accepts");
-  }
-  return absl::OkStatus();
+  std::optional<std::string> tenant = tokens->tenant_of(value);
+  if (!tenant) return absl::UnauthenticatedError("the bearer token is not one kad accepts");
+  return *std::move(tenant);
 }
 
 }  // namespace kad::server

@@ -52,10 +52,12 @@ class Authenticator {
   // Reads the file again; on an error the tokens in force stay.
   absl::Status reload();
 
-  // OK, or UNAUTHENTICATED saying why, for a call from `peer` (gRPC's
-  // peer string: "ipv4:…", "ipv6:…", "unix:…") carrying `authorization`
-  // (the metadata's value; none when absent).
-  absl::Status check(absl::string_view peer, std::optional<absl::string_view> authorization) const;
+  // The tenant the call's token names ("" where none is asked for), or
+  // UNAUTHENTICATED saying why, for a call from `peer` (gRPC's peer string:
+  // "ipv4:…", "ipv6:…", "unix:…") carrying `authorization` (the metadata's
+  // value; none when absent).
+  absl::StatusOr<std::string> check(absl::string_view peer,
+                                    std::optional<absl::string_view> authorization) const;
 
  private:
   std::string file_;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/kernel_lowering.h"
+#include "server/tenant_config.h"
 
 namespace kad::server {
 
@@ -42,6 +43,9 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--max-channels-per-session", c.daemon.limits.max_channels_per_session,
                  "shared-memory channels one session may hold open")
       ->check(CLI::Range(1u, 4096u));
+  app.add_option("--max-host-memory", c.daemon.limits.max_host_memory_bytes,
+                 "bytes of kad's own host memory clients may make it hold: module copies, shared "
+                 "buffers, channel rings (default: half of the machine's memory)");
   app.add_option("--tls-cert", c.daemon.tls_cert, "PEM certificate: serve TCP with TLS");
   app.add_option("--tls-key", c.daemon.tls_key, "PEM private key for --tls-cert");
   app.add_option("--tls-client-ca", c.daemon.tls_client_ca,
@@ -124,6 +128,8 @@ ParseOutcome parse_config(int argc, char** argv) {
       set_u64("max_sessions", c.daemon.limits.max_sessions, app.get_option("--max-sessions"));
       set_u64("session_memory_quota", c.daemon.limits.max_buffer_bytes_per_session,
               app.get_option("--session-memory-quota"));
+      set_u64("max_host_memory", c.daemon.limits.max_host_memory_bytes,
+              app.get_option("--max-host-memory"));
       if (app.get_option("--tls-cert")->count() == 0)
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)
@@ -160,6 +166,14 @@ ParseOutcome parse_config(int argc, char** argv) {
       if (app.get_option("--allow-insecure-tcp")->count() == 0)
         c.daemon.allow_insecure_tcp =
             file["allow_insecure_tcp"].value_or(c.daemon.allow_insecure_tcp);
+      absl::StatusOr<std::vector<TenantSpec>> tenants = tenants_from_toml(file);
+      if (!tenants.ok()) {
+        out.exit = true;
+        out.exit_code = 2;
+        out.message = absl::StrCat("kad: ", config_file, ": ", tenants.status().message());
+        return out;
+      }
+      c.daemon.limits.tenants = *std::move(tenants);
     } catch (const toml::parse_error& e) {
       out.exit = true;
       out.exit_code = 2;

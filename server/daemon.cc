@@ -146,9 +146,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
       d->socket_files_.push_back(path);
     }
     ports.push_back(std::make_unique<int>(0));
-    builder.AddListeningPort(a->address, creds, ports.back().get());
+    // UNIX sockets: kad accepts (unix_acceptor.h), to know each peer's uid.
+    if (a->tcp) builder.AddListeningPort(a->address, creds, ports.back().get());
     addresses.push_back(*a);
   }
+  d->service_.set_peer_uid(
+      [peers = &d->peers_](const std::string& peer) { return peers->uid_of(peer); });
   builder.RegisterService(&d->service_);
   // The sockets come with the umask's mode (kad's main sets 077, so only
   // the owner can connect until restrict_socket gives them theirs). The
@@ -166,6 +169,12 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
     d->uris_.push_back(
         a.tcp ? absl::StrCat("tcp://", a.address.substr(0, a.address.rfind(':')), ":", *ports[i])
               : a.uri);
+  }
+  for (const std::string& path : d->socket_files_) {
+    absl::StatusOr<std::unique_ptr<UnixAcceptor>> acceptor =
+        UnixAcceptor::start(*d->server_, path, d->peers_);
+    if (!acceptor.ok()) return acceptor.status();
+    d->acceptors_.push_back(*std::move(acceptor));
   }
   for (const std::string& path : d->socket_files_) {
     if (absl::Status s =
@@ -209,6 +218,7 @@ bool Daemon::drain(absl::Duration timeout) {
 void Daemon::shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  acceptors_.clear();  // no new connections while the server stops
   if (server_) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();

@@ -17,6 +17,7 @@
 #include "server/kad_service.h"
 #include "server/listen_address.h"
 #include "server/shm_listener.h"
+#include "server/unix_acceptor.h"
 
 namespace kad::server {
 
@@ -83,6 +84,8 @@ class Daemon {
   Engine engine_;
   KadService service_;
   std::unique_ptr<grpc::Server> server_;
+  PeerCredentials peers_;  // of the connections the acceptors took
+  std::vector<std::unique_ptr<UnixAcceptor>> acceptors_;
   std::vector<std::string> uris_;
   std::vector<std::string> socket_files_;
   std::vector<std::unique_ptr<ShmListener>> shm_;

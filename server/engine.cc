@@ -31,6 +31,28 @@ absl::StatusOr<std::string> new_session_id() {
       absl::string_view(reinterpret_cast<const char*>(bits), sizeof(bits)));
 }
 
+uint64_t half_of_physical_memory() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  if (pages <= 0 || page <= 0) return uint64_t{8} << 30;
+  return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+}
+
+std::vector<std::string> device_ids(const DeviceRegistry& registry) {
+  std::vector<std::string> ids;
+  for (const auto& d : registry.devices) ids.push_back(d->info().id);
+  return ids;
+}
+
+// A queue's launches up to `target` are known complete: gives back to its
+// tenant the launches in flight that this advance of `last_waited` ends.
+void note_waited(SessionQueue& q, EventId target, Tenant* tenant) {
+  EventId seen = q.last_waited.load();
+  while (target > seen && !q.last_waited.compare_exchange_weak(seen, target)) {
+  }
+  if (target > seen && tenant != nullptr)
+    tenant->budget(Quota::kLaunchesInFlight)->give_back(target - seen);
+}
+
 absl::StatusOr<std::unique_ptr<HostMemory>> make_host_memory(uint64_t bytes) {
   auto m = std::make_unique<HostMemory>();
   m->bytes = bytes;
@@ -53,7 +75,14 @@ HostMemory::~HostMemory() {
 }
 
 Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptions workers)
-    : registry_(std::move(registry)), limits_(limits) {
+    : registry_(std::move(registry)),
+      limits_(limits),
+      tenants_(limits_.tenants, device_ids(registry_)),
+      host_memory_(std::make_shared<Budget>(
+          "kad", "bytes of its own host memory (module copies, shared buffers, channel rings)",
+          "--max-host-memory",
+          limits_.max_host_memory_bytes != 0 ? limits_.max_host_memory_bytes
+                                             : half_of_physical_memory())) {
   for (size_t i = 0; i < registry_.devices.size(); ++i)
     device_launches_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
   if (!workers.command.executable.empty()) {
@@ -90,17 +119,32 @@ Engine::~Engine() {
 }
 
 absl::StatusOr<std::shared_ptr<Session>> Engine::open_session(std::string client_name,
-                                                              std::string peer) {
+                                                              std::string peer,
+                                                              const CallerIdentity& caller) {
   if (draining()) return absl::UnavailableError("kad is shutting down: no new sessions");
   absl::StatusOr<std::string> id = new_session_id();
   if (!id.ok()) return id.status();
+  std::shared_ptr<Tenant> tenant = tenants_.resolve(caller);
+  Session::Held held;
+  absl::StatusOr<Charge> session = tenant->charge(Quota::kSessions, 1);
+  if (!session.ok()) return session.status();
+  held.session = *std::move(session);
+  // Charged as the session grows; none yet.
+  held.queues = *tenant->charge(Quota::kQueues, 0);
+  held.module_bytes = *tenant->charge(Quota::kModuleBytes, 0);
+  held.kernels = *tenant->charge(Quota::kKernels, 0);
+  held.module_copies = *Charge::take(host_memory_, 0);
   absl::MutexLock lock(&mu_);
   if (sessions_.size() >= limits_.max_sessions) {
     return absl::ResourceExhaustedError(
         absl::StrFormat("kad already serves %d sessions, its maximum", sessions_.size()));
   }
   auto s = std::make_shared<Session>(*std::move(id), sessions_opened_.fetch_add(1) + 1,
-                                     std::move(client_name), std::move(peer));
+                                     std::move(client_name), std::move(peer), std::move(tenant));
+  {
+    absl::MutexLock session_lock(&s->mu);
+    s->held = std::move(held);
+  }
   sessions_.emplace(s->id(), s);
   return s;
 }
@@ -129,8 +173,10 @@ void Engine::close_session(const std::string& id) {
   };
   auto objects = std::make_shared<Objects>();
   std::vector<std::shared_ptr<SessionQueue>> queues;
+  Session::Held held;  // given back as this returns
   {
     absl::MutexLock lock(&s->mu);
+    held = std::move(s->held);
     // Their launches end now: a wait still running on one returns.
     for (const auto& [shared, own] : s->isolated) own->stop_worker();
     objects->isolated = std::move(s->isolated);
@@ -146,6 +192,8 @@ void Engine::close_session(const std::string& id) {
     s->buffer_bytes = 0;
     for (const auto& [handle, q] : objects->queues) {
       if (!q->isolated) queues.push_back(q);
+      // Its launches no longer count as the tenant's: the session is gone.
+      note_waited(*q, q->last_event.load(), s->tenant());
     }
   }
   if (!finisher_.finish(std::move(queues), std::move(objects), limits_.finish_timeout)) {
@@ -176,6 +224,12 @@ absl::StatusOr<Device*> Engine::device_for(absl::string_view id) const {
   Device* d = registry_.find(id);
   if (d == nullptr) return absl::NotFoundError(absl::StrFormat("no device has id `%s`", id));
   return d;
+}
+
+size_t Engine::device_index(const Device* device) const {
+  size_t index = 0;
+  while (index + 1 < registry_.devices.size() && registry_.devices[index].get() != device) ++index;
+  return index;
 }
 
 absl::Status Engine::check_object_quota(Session& s) {
@@ -216,9 +270,18 @@ absl::StatusOr<Engine::AllocatedBuffer> Engine::allocate_buffer(Session& s,
         limits_.max_buffer_bytes_per_session, s.buffer_bytes));
   }
   SessionBuffer entry;
+  if (s.tenant() != nullptr) {
+    absl::StatusOr<Charge> memory =
+        s.tenant()->charge(Quota::kDeviceMemory, size, device_index(*device));
+    if (!memory.ok()) return memory.status();
+    entry.memory = *std::move(memory);
+  }
   entry.device = session_device(s, *device);
   if (limits_.zero_copy && (*device)->info().host_visible && size > 0 &&
       size <= (*device)->info().limits.max_allocation_bytes) {
+    absl::StatusOr<Charge> guard = charge_host_memory(size);
+    if (!guard.ok()) return guard.status();
+    entry.host_memory = *std::move(guard);
     absl::StatusOr<std::unique_ptr<HostMemory>> host = make_host_memory(size);
     if (!host.ok()) return host.status();
     absl::StatusOr<std::unique_ptr<Buffer>> b =
@@ -336,6 +399,14 @@ absl::StatusOr<Engine::LoadedModule> Engine::load_module(Session& s, ModuleForma
   if (absl::Status s = KernelLowering::shared().verify(**m); !s.ok()) return s;
   absl::MutexLock lock(&s.mu);
   if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  if (s.tenant() != nullptr) {
+    const uint64_t size = (*m)->bytes().size();
+    if (absl::Status q = s.held.module_bytes.grow(size); !q.ok()) return q;
+    if (absl::Status q = s.held.module_copies.grow(size); !q.ok()) {
+      s.held.module_bytes.shrink(size);
+      return q;
+    }
+  }
   const uint64_t handle = s.next_handle();
   LoadedModule out{handle, (*m)->digest()};
   s.modules.emplace(handle, *std::move(m));
@@ -364,6 +435,9 @@ absl::StatusOr<uint64_t> Engine::get_kernel(Session& s, uint64_t module,
   }
   absl::MutexLock lock(&s.mu);
   if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  if (s.tenant() != nullptr) {
+    if (absl::Status q = s.held.kernels.grow(1); !q.ok()) return q;
+  }
   const uint64_t handle = s.next_handle();
   s.kernels.emplace(handle, *std::move(k));
   return handle;
@@ -374,10 +448,12 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
                                               absl::Duration* effective) {
   absl::StatusOr<Device*> device = device_for(device_id);
   if (!device.ok()) return device.status();
-  size_t index = 0;
-  while (registry_.devices[index].get() != *device) ++index;
+  const size_t index = device_index(*device);
   absl::MutexLock lock(&s.mu);
   if (absl::Status quota = check_object_quota(s); !quota.ok()) return quota;
+  if (s.tenant() != nullptr) {
+    if (absl::Status quota = s.held.queues.grow(1); !quota.ok()) return quota;
+  }
   Device* on = session_device(s, *device);
   absl::Duration timeout = absl::ZeroDuration();
   absl::StatusOr<std::unique_ptr<Queue>> q;
@@ -388,7 +464,10 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   } else {
     q = on->create_queue();
   }
-  if (!q.ok()) return q.status();
+  if (!q.ok()) {
+    if (s.tenant() != nullptr) s.held.queues.shrink(1);
+    return q.status();
+  }
   if (effective != nullptr) *effective = timeout;
   auto sq = std::make_shared<SessionQueue>();
   sq->queue = *std::move(q);
@@ -457,6 +536,12 @@ absl::StatusOr<LaunchResult> Engine::launch_locked(Session& s, const LaunchByHan
     }
   }
   SessionQueue& sq = **q;
+  // The tenant's launches in flight are bounded: checked here, counted once
+  // the launch has its event (a launch that fails takes nothing).
+  Budget* in_flight =
+      s.tenant() != nullptr ? s.tenant()->budget(Quota::kLaunchesInFlight).get() : nullptr;
+  if (in_flight != nullptr && in_flight->used() >= in_flight->limit())
+    return in_flight->exhausted(1);
   absl::StatusOr<LaunchResult> r =
       kad::launch(*k->second, *sq.queue, cache_,
                   {request.ndrange, request.workgroup,
@@ -467,7 +552,10 @@ absl::StatusOr<LaunchResult> Engine::launch_locked(Session& s, const LaunchByHan
     *kernel = k->second;
     return r;
   }
-  if (r->event != 0) sq.last_event.store(r->event);
+  if (r->event != 0) {
+    const EventId before = sq.last_event.exchange(r->event);
+    if (in_flight != nullptr && r->event > before) in_flight->add(r->event - before);
+  }
   launches_.fetch_add(1, std::memory_order_relaxed);
   device_launches_[sq.device_index]->fetch_add(1, std::memory_order_relaxed);
   return r;
@@ -483,12 +571,8 @@ absl::Status Engine::wait(Session& s, uint64_t queue, EventId event) {
   }
   const EventId target = event == 0 ? q->last_event.load() : event;
   absl::Status waited = q->queue->wait(target);
-  if (waited.ok()) {
-    // Events of a queue are consecutive launches: everything up to `target` is done.
-    EventId seen = q->last_waited.load();
-    while (target > seen && !q->last_waited.compare_exchange_weak(seen, target)) {
-    }
-  }
+  // Events of a queue are consecutive launches: everything up to `target` is done.
+  if (waited.ok()) note_waited(*q, target, s.tenant());
   return waited;
 }
 
@@ -498,6 +582,8 @@ EngineCounters Engine::counters() const {
   c.launches = launches_.load();
   c.sessions_opened = sessions_opened_.load();
   c.draining = draining();
+  c.host_memory_bytes = host_memory_->used();
+  c.host_memory_limit = host_memory_->limit();
   if (workers_) {
     const worker::WorkerPool::Stats w = workers_->stats();
     c.workers.running = w.ready;
@@ -508,6 +594,22 @@ EngineCounters Engine::counters() const {
   }
   for (size_t i = 0; i < registry_.devices.size(); ++i) {
     c.devices.push_back({registry_.devices[i]->info().id, device_launches_[i]->load(), 0, 0, 0});
+  }
+  for (const std::shared_ptr<Tenant>& t : tenants_.all()) {
+    EngineCounters::TenantUse& use = c.tenants.emplace_back();
+    use.name = t->name();
+    use.weight = t->spec().weight;
+    use.priority = t->spec().priority;
+    for (int i = 0; i < kQuotaCount; ++i) {
+      const Quota q = static_cast<Quota>(i);
+      const size_t devices = q == Quota::kDeviceMemory ? registry_.devices.size() : 1;
+      for (size_t d = 0; d < devices; ++d) {
+        const Budget& b = *t->budget(q, d);
+        use.uses.push_back({quota_key(q),
+                            q == Quota::kDeviceMemory ? registry_.devices[d]->info().id : "",
+                            b.used(), b.limit()});
+      }
+    }
   }
   std::vector<std::shared_ptr<Session>> sessions;
   {

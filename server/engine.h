@@ -18,6 +18,7 @@
 #include "core/launch_request.h"
 #include "server/queue_finisher.h"
 #include "server/session.h"
+#include "server/tenants.h"
 #include "server/worker/worker_pool.h"
 
 namespace kad::server {
@@ -35,6 +36,13 @@ struct EngineLimits {
   // The longest kad waits for a session's launches to end when it frees
   // device memory, closes the session or drains (--drain-timeout).
   absl::Duration finish_timeout = absl::Seconds(30);
+  // The daemon's own host memory that clients' requests make it hold
+  // (module copies, zero-copy buffers' memory, shared-memory channels),
+  // whoever asks: one guard for all (--max-host-memory). 0: half of the
+  // machine's memory.
+  uint64_t max_host_memory_bytes = 0;
+  // Tenants and their quotas (tenants.h); none named: everyone is `default`.
+  std::vector<TenantSpec> tenants;
 };
 
 struct EngineCounters {
@@ -49,6 +57,20 @@ struct EngineCounters {
   };
   std::vector<PerDevice> devices;
   bool draining = false;
+  uint64_t host_memory_bytes = 0, host_memory_limit = 0;  // the global guard's
+  // Every tenant so far, with what it uses of each quota.
+  struct TenantUse {
+    std::string name;
+    uint32_t weight = 1;
+    int32_t priority = 0;
+    struct Use {
+      std::string quota;   // its config key ("queues")
+      std::string device;  // for device memory
+      uint64_t used = 0, limit = 0;
+    };
+    std::vector<Use> uses;
+  };
+  std::vector<TenantUse> tenants;
   struct Workers {
     uint64_t running = 0;  // sessions' workers and spares
     uint64_t started = 0, crashed = 0, timed_out = 0;
@@ -76,11 +98,22 @@ class Engine {
   const DeviceRegistry& registry() const { return registry_; }
   const EngineLimits& limits() const { return limits_; }
 
-  absl::StatusOr<std::shared_ptr<Session>> open_session(std::string client_name, std::string peer);
+  // A session for `caller`, counted against its tenant's quotas.
+  absl::StatusOr<std::shared_ptr<Session>> open_session(std::string client_name, std::string peer,
+                                                        const CallerIdentity& caller = {});
   // Reclaims everything the session owns: waits for its queues, frees its buffers.
   void close_session(const std::string& id);
   // NOT_FOUND (or FAILED_PRECONDITION when empty) for an id that names no open session.
   absl::StatusOr<std::shared_ptr<Session>> session(absl::string_view id);
+  // Some of the daemon's own host memory (EngineLimits::max_host_memory_bytes),
+  // or RESOURCE_EXHAUSTED naming the guard.
+  absl::StatusOr<Charge> charge_host_memory(uint64_t bytes) {
+    return Charge::take(host_memory_, bytes);
+  }
+  // The tenant `caller` is (tenants.h).
+  std::shared_ptr<Tenant> tenant_of(const CallerIdentity& caller) {
+    return tenants_.resolve(caller);
+  }
 
   struct AllocatedBuffer {
     uint64_t handle;
@@ -131,6 +164,7 @@ class Engine {
 
  private:
   absl::StatusOr<Device*> device_for(absl::string_view id) const;
+  size_t device_index(const Device* device) const;
   // The device a session's buffers and queues on `shared` live on: its own
   // worker's when that device is isolated, else `shared` itself.
   Device* session_device(Session& s, Device* shared) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
@@ -157,6 +191,8 @@ class Engine {
   DeviceRegistry registry_;
   EngineLimits limits_;
   KernelCache cache_;
+  Tenants tenants_;
+  std::shared_ptr<Budget> host_memory_;
   std::unique_ptr<worker::WorkerPool> workers_;  // null: no worker processes
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> launches_{0};

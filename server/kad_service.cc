@@ -1,9 +1,12 @@
 #include "server/kad_service.h"
 
+#include <unistd.h>
+
 #include <array>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "server/queue_dispatch.h"
 #include "server/wire.h"
@@ -17,12 +20,29 @@ grpc::Status to_grpc(const absl::Status& status) {
 }
 
 absl::Status KadService::authenticate(const grpc::ServerContextBase& context) const {
-  if (!authenticator_.enabled()) return absl::OkStatus();
-  const auto& metadata = context.client_metadata();
-  std::optional<absl::string_view> authorization;
-  if (auto it = metadata.find("authorization"); it != metadata.end())
-    authorization = absl::string_view(it->second.data(), it->second.size());
-  return authenticator_.check(context.peer(), authorization);
+  return identify(context).status();
+}
+
+absl::StatusOr<CallerIdentity> KadService::identify(const grpc::ServerContextBase& context) const {
+  CallerIdentity caller;
+  if (authenticator_.enabled()) {
+    const auto& metadata = context.client_metadata();
+    std::optional<absl::string_view> authorization;
+    if (auto it = metadata.find("authorization"); it != metadata.end())
+      authorization = absl::string_view(it->second.data(), it->second.size());
+    absl::StatusOr<std::string> tenant = authenticator_.check(context.peer(), authorization);
+    if (!tenant.ok()) return tenant.status();
+    caller.token_tenant = *std::move(tenant);
+  }
+  // A client certificate that mutual TLS verified.
+  if (std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+      auth != nullptr && auth->IsPeerAuthenticated()) {
+    for (const grpc::string_ref& subject :
+         auth->FindPropertyValues(GRPC_X509_SUBJECT_PROPERTY_NAME))
+      caller.subject.assign(subject.data(), subject.size());
+  }
+  caller.uid = peer_uid_ != nullptr ? peer_uid_(context.peer()) : std::nullopt;
+  return caller;
 }
 
 absl::StatusOr<std::shared_ptr<Session>> KadService::session_of(
@@ -73,9 +93,10 @@ class RefusedSession final : public grpc::ServerWriteReactor<v1::SessionEvent> {
 
 grpc::ServerWriteReactor<v1::SessionEvent>* KadService::OpenSession(
     grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) {
-  if (absl::Status a = authenticate(*context); !a.ok()) return new RefusedSession(to_grpc(a));
+  absl::StatusOr<CallerIdentity> caller = identify(*context);
+  if (!caller.ok()) return new RefusedSession(to_grpc(caller.status()));
   absl::StatusOr<std::shared_ptr<Session>> s =
-      engine_.open_session(request->client_name(), context->peer());
+      engine_.open_session(request->client_name(), context->peer(), *caller);
   if (!s.ok()) return new RefusedSession(to_grpc(s.status()));
   return new SessionReactor(engine_, (*s)->id());
 }
@@ -91,7 +112,8 @@ grpc::Status KadService::ListDevices(grpc::ServerContext* context, const v1::Lis
 
 grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetStatusRequest*,
                                    v1::GetStatusResponse* r) {
-  if (absl::Status a = authenticate(*context); !a.ok()) return to_grpc(a);
+  absl::StatusOr<CallerIdentity> caller = identify(*context);
+  if (!caller.ok()) return to_grpc(caller.status());
   const EngineCounters c = engine_.counters();
   r->set_sessions(c.sessions);
   r->set_sessions_opened(c.sessions_opened);
@@ -112,6 +134,8 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
   r->set_workers_crashed(c.workers.crashed);
   r->set_workers_timed_out(c.workers.timed_out);
   r->set_workers_walls(c.workers.walls);
+  r->set_host_memory_bytes(c.host_memory_bytes);
+  r->set_host_memory_limit(c.host_memory_limit);
   for (const auto& d : c.devices) {
     v1::DeviceCounters* w = r->add_devices();
     w->set_device_id(d.id);
@@ -119,6 +143,25 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
     w->set_buffers(d.buffers);
     w->set_buffer_bytes(d.buffer_bytes);
     w->set_queues(d.queues);
+  }
+  // Tenants see their own use; kad's operator (its own user or root on the
+  // UNIX socket, or the program it runs in) sees everyone's.
+  const bool operator_caller = (caller->uid && (*caller->uid == 0 || *caller->uid == geteuid())) ||
+                               absl::StartsWith(context->peer(), "inproc");
+  const std::string own = operator_caller ? "" : engine_.tenant_of(*caller)->name();
+  for (const EngineCounters::TenantUse& t : c.tenants) {
+    if (!operator_caller && t.name != own) continue;
+    v1::TenantStatus* w = r->add_tenants();
+    w->set_name(t.name);
+    w->set_weight(t.weight);
+    w->set_priority(t.priority);
+    for (const auto& u : t.uses) {
+      v1::TenantQuotaUse* q = w->add_quotas();
+      q->set_quota(u.quota);
+      q->set_device_id(u.device);
+      q->set_used(u.used);
+      q->set_limit(u.limit);
+    }
   }
   return grpc::Status::OK;
 }
@@ -436,7 +479,7 @@ grpc::Status KadService::Submit(
   if (!s.ok()) return to_grpc(s.status());
   absl::StatusOr<SessionSlot> slot =
       SessionSlot::take((*s)->streams, engine_.limits().max_streams_per_session, "Submit streams",
-                        "--max-streams-per-session");
+                        "--max-streams-per-session", (*s)->tenant(), Quota::kStreams);
   if (!slot.ok()) return to_grpc(slot.status());
   auto ring = std::make_unique<ReplyRing>();
   std::thread writer([&] { ring->drain_to(context, stream); });

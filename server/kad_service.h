@@ -4,6 +4,10 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <functional>
+#include <optional>
+#include <string>
+
 #include "kad/v1/kad.grpc.pb.h"
 #include "server/bearer_tokens.h"
 #include "server/engine.h"
@@ -57,6 +61,12 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
   // carry an empty `choice`.
   static void reset_reply(v1::QueueReply* reply);
 
+  // Tells the service the uid of a UNIX socket peer (SO_PEERCRED, taken as
+  // kad accepts), by gRPC's peer string. Called before it serves.
+  void set_peer_uid(std::function<std::optional<uint32_t>(const std::string& peer)> lookup) {
+    peer_uid_ = std::move(lookup);
+  }
+
   // Runs one queue command; the reply carries its status. What Submit runs
   // for every command it reads; public so that the allocation tests drive
   // this very dispatch (tests/alloc/daemon_alloc_test.cc).
@@ -66,9 +76,13 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
  private:
   absl::StatusOr<std::shared_ptr<Session>> session_of(const grpc::ServerContextBase& context);
   absl::Status authenticate(const grpc::ServerContextBase& context) const;
+  // Who the call comes from (tenants.h), once authenticated.
+  absl::StatusOr<CallerIdentity> identify(const grpc::ServerContextBase& context) const;
 
   Engine& engine_;
   const Authenticator& authenticator_;
+  // The uid of a UNIX socket peer, by gRPC's peer string; set before serving.
+  std::function<std::optional<uint32_t>(const std::string& peer)> peer_uid_;
 };
 
 }  // namespace kad::server

@@ -17,6 +17,7 @@
 #include "core/backend.h"
 #include "core/kernel.h"
 #include "core/module.h"
+#include "server/tenants.h"
 #include "server/worker/isolated_device.h"
 
 namespace kad::server {
@@ -35,6 +36,8 @@ struct SessionBuffer {
   std::unique_ptr<HostMemory> host;
   std::unique_ptr<Buffer> buffer;
   Device* device = nullptr;
+  Charge memory;       // of its tenant's device memory on its device
+  Charge host_memory;  // of the daemon's own host memory, for a zero-copy buffer
 };
 
 // A queue and the launches submitted to it and not yet known complete.
@@ -51,23 +54,34 @@ struct SessionQueue {
 };
 
 // One of a bounded number of things a session holds open (a Submit stream,
-// a shared-memory channel), given back when the slot goes.
+// a shared-memory channel), given back when the slot goes. It counts against
+// the session's own limit and its tenant's quota.
 class SessionSlot {
  public:
-  // A slot of `count`, or RESOURCE_EXHAUSTED naming `what` and `limit`.
+  // A slot of `count`, or RESOURCE_EXHAUSTED naming `what` and `limit`, or
+  // the tenant's quota.
   static absl::StatusOr<SessionSlot> take(std::atomic<uint32_t>& count, uint32_t limit,
-                                          absl::string_view what, absl::string_view flag) {
+                                          absl::string_view what, absl::string_view flag,
+                                          const Tenant* tenant, Quota quota) {
     if (count.fetch_add(1) >= limit) {
       count.fetch_sub(1);
       return absl::ResourceExhaustedError(absl::StrCat("the session already has ", limit, " ", what,
                                                        " open, its maximum (", flag, ")"));
     }
-    return SessionSlot(&count);
+    SessionSlot slot(&count);
+    if (tenant != nullptr) {
+      absl::StatusOr<Charge> charge = tenant->charge(quota, 1);
+      if (!charge.ok()) return charge.status();
+      slot.charge_ = *std::move(charge);
+    }
+    return slot;
   }
-  SessionSlot(SessionSlot&& other) noexcept : count_(std::exchange(other.count_, nullptr)) {}
+  SessionSlot(SessionSlot&& other) noexcept
+      : count_(std::exchange(other.count_, nullptr)), charge_(std::move(other.charge_)) {}
   SessionSlot& operator=(SessionSlot&& other) noexcept {
     release();
     count_ = std::exchange(other.count_, nullptr);
+    charge_ = std::move(other.charge_);
     return *this;
   }
   ~SessionSlot() { release(); }
@@ -77,17 +91,21 @@ class SessionSlot {
   void release() {
     if (count_ != nullptr) count_->fetch_sub(1);
     count_ = nullptr;
+    charge_ = Charge();
   }
   std::atomic<uint32_t>* count_;
+  Charge charge_;
 };
 
 class Session {
  public:
-  Session(std::string id, uint64_t serial, std::string client_name, std::string peer)
+  Session(std::string id, uint64_t serial, std::string client_name, std::string peer,
+          std::shared_ptr<Tenant> tenant = nullptr)
       : id_(std::move(id)),
         serial_(serial),
         client_name_(std::move(client_name)),
-        peer_(std::move(peer)) {}
+        peer_(std::move(peer)),
+        tenant_(std::move(tenant)) {}
 
   // The session's credential: never logged (DESIGN §8). Logs name a session
   // by log_name() instead.
@@ -98,6 +116,9 @@ class Session {
   }
   const std::string& client_name() const { return client_name_; }
   const std::string& peer() const { return peer_; }
+  // The tenant its caller is (tenants.h); null for a session the engine
+  // made without one (tests that drive the engine directly).
+  Tenant* tenant() const { return tenant_.get(); }
 
   // Handles start at 1 and are never reused within a session.
   uint64_t next_handle() { return next_handle_.fetch_add(1, std::memory_order_relaxed); }
@@ -115,6 +136,13 @@ class Session {
   // Shared: a wait runs outside the session lock and must keep its queue alive.
   absl::flat_hash_map<uint64_t, std::shared_ptr<SessionQueue>> queues ABSL_GUARDED_BY(mu);
   uint64_t buffer_bytes ABSL_GUARDED_BY(mu) = 0;
+  // What the session holds of its tenant's quotas, given back when it
+  // closes: itself, its queues, its modules' bytes, its kernels; and of the
+  // daemon's own host memory, its modules' copies.
+  struct Held {
+    Charge session, queues, module_bytes, kernels, module_copies;
+  };
+  Held held ABSL_GUARDED_BY(mu);
   // Submit streams and shared-memory channels open now (SessionSlot).
   std::atomic<uint32_t> streams{0};
   std::atomic<uint32_t> channels{0};
@@ -157,6 +185,7 @@ class Session {
   uint64_t serial_;
   std::string client_name_;
   std::string peer_;
+  std::shared_ptr<Tenant> tenant_;
   std::atomic<uint64_t> next_handle_{1};
 };
 

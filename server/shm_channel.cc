@@ -24,12 +24,15 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
                                                                std::shared_ptr<Session> session,
                                                                uint64_t queue, int socket,
                                                                ShmOptions options) {
-  absl::StatusOr<SessionSlot> slot =
-      SessionSlot::take(session->channels, engine.limits().max_channels_per_session,
-                        "shared-memory channels", "--max-channels-per-session");
+  absl::StatusOr<SessionSlot> slot = SessionSlot::take(
+      session->channels, engine.limits().max_channels_per_session, "shared-memory channels",
+      "--max-channels-per-session", session->tenant(), Quota::kChannels);
   if (!slot.ok()) return slot.status();  // the socket is still the caller's, to refuse with
+  absl::StatusOr<Charge> memory = engine.charge_host_memory(kChannelBytes);
+  if (!memory.ok()) return memory.status();
   std::unique_ptr<ShmChannel> c(new ShmChannel(engine, std::move(session), queue, socket, options));
   c->slot_.emplace(*std::move(slot));
+  c->memory_charge_ = *std::move(memory);
   auto memfd = create_sealed_memfd("kad-shm-channel", kChannelBytes);
   if (!memfd.ok()) {
     c->socket_ = -1;  // still the caller's, to refuse with

@@ -59,6 +59,7 @@ class ShmChannel {
   Engine& engine_;
   std::shared_ptr<Session> session_;
   std::optional<SessionSlot> slot_;  // one of the session's channels
+  Charge memory_charge_;             // of the daemon's host memory: the channel's rings
   uint64_t queue_;
   int socket_;
   ShmOptions options_;

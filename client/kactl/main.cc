@@ -93,19 +93,33 @@ int cmd_status(kad::Client& client, bool json) {
           absl::StrFormat(R"({"id":"%s","launches":%d,"buffers":%d,"buffer_bytes":%d,"queues":%d})",
                           json_escape(d.id), d.launches, d.buffers, d.buffer_bytes, d.queues));
     }
+    std::vector<std::string> tenants;
+    for (const auto& t : s->tenants) {
+      std::vector<std::string> quotas;
+      for (const auto& q : t.quotas) {
+        quotas.push_back(absl::StrFormat(R"({"quota":"%s","device":"%s","used":%d,"limit":%d})",
+                                         json_escape(q.quota), json_escape(q.device), q.used,
+                                         q.limit));
+      }
+      tenants.push_back(absl::StrFormat(R"({"name":"%s","weight":%d,"priority":%d,"quotas":[%s]})",
+                                        json_escape(t.name), t.weight, t.priority,
+                                        absl::StrJoin(quotas, ",")));
+    }
     absl::PrintF(R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
                  R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
                  R"("cache_failures":%d,"cache_remembered_failures":%d,)"
                  R"("launches":%d,"queue_depth":%d,"draining":%s,)"
                  R"("workers_running":%d,"workers_started":%d,"workers_crashed":%d,)"
-                 R"("workers_timed_out":%d,"workers_walls":"%s","devices":[%s]})"
+                 R"("workers_timed_out":%d,"workers_walls":"%s","host_memory_bytes":%d,)"
+                 R"("host_memory_limit":%d,"devices":[%s],"tenants":[%s]})"
                  "\n",
                  s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
                  s->cache_entries, s->cache_hits, s->cache_compilations, s->cache_failures,
                  s->cache_remembered_failures, s->launches, s->queue_depth,
                  s->draining ? "true" : "false", s->workers_running, s->workers_started,
                  s->workers_crashed, s->workers_timed_out, json_escape(s->workers_walls),
-                 absl::StrJoin(devices, ","));
+                 s->host_memory_bytes, s->host_memory_limit, absl::StrJoin(devices, ","),
+                 absl::StrJoin(tenants, ","));
     return 0;
   }
   absl::PrintF("sessions   %llu open (this one included), %llu opened in all\n",
@@ -134,12 +148,24 @@ int cmd_status(kad::Client& client, bool json) {
       static_cast<unsigned long long>(s->workers_crashed),
       static_cast<unsigned long long>(s->workers_timed_out));
   if (!s->workers_walls.empty()) absl::PrintF("           confined by: %s\n", s->workers_walls);
+  absl::PrintF("memory     %llu of %llu bytes of kad's host memory held for clients\n",
+               static_cast<unsigned long long>(s->host_memory_bytes),
+               static_cast<unsigned long long>(s->host_memory_limit));
   absl::PrintF("%-18s %-10s %-8s %-12s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES", "QUEUES");
   for (const auto& d : s->devices) {
     absl::PrintF(
         "%-18s %-10llu %-8llu %-12llu %llu\n", d.id.c_str(),
         static_cast<unsigned long long>(d.launches), static_cast<unsigned long long>(d.buffers),
         static_cast<unsigned long long>(d.buffer_bytes), static_cast<unsigned long long>(d.queues));
+  }
+  // Each tenant's use of its quotas, as "used/limit".
+  for (const auto& t : s->tenants) {
+    absl::PrintF("tenant %s (weight %d, priority %d)\n", t.name, t.weight, t.priority);
+    for (const auto& q : t.quotas) {
+      absl::PrintF("  %-20s %-18s %llu/%llu\n", q.quota, q.device,
+                   static_cast<unsigned long long>(q.used),
+                   static_cast<unsigned long long>(q.limit));
+    }
   }
   return 0;
 }

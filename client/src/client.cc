@@ -278,9 +278,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
             uri_in, has_cert ? "one" : "none", s.message()));
       }
     }
-    return absl::UnavailableError(
-        absl::StrFormat("cannot open a session with kad at %s: %s", uri_in,
-                        s.ok() ? "the stream closed" : std::string(s.message())));
+    // kad's own refusal keeps its code (RESOURCE_EXHAUSTED over a quota,
+    // UNAUTHENTICATED); a daemon that cannot be reached is UNAVAILABLE.
+    const absl::StatusCode code = s.ok() || s.code() == absl::StatusCode::kUnknown
+                                      ? absl::StatusCode::kUnavailable
+                                      : s.code();
+    return absl::Status(code,
+                        absl::StrFormat("cannot open a session with kad at %s: %s", uri_in,
+                                        s.ok() ? "the stream closed" : std::string(s.message())));
   }
   connection->session_id = first.session_id();
   return std::unique_ptr<Client>(new Client(std::move(connection)));
@@ -340,8 +345,18 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.workers_crashed = r.workers_crashed();
   out.workers_timed_out = r.workers_timed_out();
   out.workers_walls = r.workers_walls();
+  out.host_memory_bytes = r.host_memory_bytes();
+  out.host_memory_limit = r.host_memory_limit();
   for (const auto& d : r.devices())
     out.devices.push_back({d.device_id(), d.launches(), d.buffers(), d.buffer_bytes(), d.queues()});
+  for (const auto& t : r.tenants()) {
+    client::ServiceStatus::Tenant& tenant = out.tenants.emplace_back();
+    tenant.name = t.name();
+    tenant.weight = t.weight();
+    tenant.priority = t.priority();
+    for (const auto& q : t.quotas())
+      tenant.quotas.push_back({q.quota(), q.device_id(), q.used(), q.limit()});
+  }
   return out;
 }
 

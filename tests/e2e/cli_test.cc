@@ -4,6 +4,7 @@
 #include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <stdio.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ namespace {
 
 using ::testing::HasSubstr;
 using ::testing::MatchesRegex;
+using ::testing::Not;
 
 struct ProcessRun {
   int code;
@@ -162,6 +164,58 @@ TEST(KactlIdentity, KactlPresentsABearerTokenFromItsFlagOrTheEnvironment) {
   EXPECT_EQ(wrong.code, 1);
   EXPECT_THAT(wrong.output, HasSubstr("not one kad accepts"));
   std::filesystem::remove(tokens);
+}
+
+// DESIGN §8: on the UNIX socket a peer's uid (SO_PEERCRED) names its
+// tenant. `kactl status` shows a tenant only its own use; kad's own user
+// (root here) sees every tenant.
+TEST(KactlIdentity, AUnixPeersUidNamesItsTenantWhichSeesOnlyItsOwnUse) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root to act as a second uid";
+  const std::string dir = "/tmp/kad-uid-tenant-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/kad.toml") << "[tenants.nobody-team]\nuids = [65534]\nqueues = 7\n";
+  auto d = testing::Daemon::start(
+      {"--no-workers", "--socket-mode", "0666", "--config", dir + "/kad.toml"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string socket = (*d)->unix_uri().substr(5);
+  chmod(std::filesystem::path(socket).parent_path().c_str(), 0755);
+  const std::string status =
+      std::string(KACTL_PATH) + " --connect " + (*d)->unix_uri() + " --json status";
+  ProcessRun nobody = run("setpriv --reuid=65534 --regid=65534 --clear-groups " + status);
+  ASSERT_EQ(nobody.code, 0) << nobody.output;
+  EXPECT_THAT(nobody.output, HasSubstr(R"("tenants":[{"name":"nobody-team")"));
+  EXPECT_THAT(nobody.output, HasSubstr(R"({"quota":"sessions","device":"","used":1,)"));
+  EXPECT_THAT(nobody.output, HasSubstr(R"({"quota":"queues","device":"","used":0,"limit":7})"));
+  EXPECT_THAT(nobody.output, Not(HasSubstr(R"("name":"default")")));
+
+  ProcessRun root = run(status);
+  ASSERT_EQ(root.code, 0) << root.output;
+  EXPECT_THAT(root.output, HasSubstr(R"("tenants":[{"name":"default")"));
+  EXPECT_THAT(root.output, HasSubstr(R"("name":"nobody-team")"));
+  std::filesystem::remove_all(dir);
+}
+
+// A config whose tenants kad cannot use stops it at start, naming the fault.
+TEST(DaemonConfig, ATenantTableKadCannotUseStopsItNamingTheKey) {
+  const std::string dir = "/tmp/kad-bad-tenants-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::pair<std::string, std::string> cases[] = {
+      {"[tenants.a]\nqueuez = 3\n", "tenants.a.queuez is not a tenant setting"},
+      {"[tenants.a]\nqueues = -1\n", "tenants.a.queues is -1; it must be 0 to"},
+      {"[tenants.a]\nweight = 0\n", "tenants.a.weight is 0"},
+      {"[tenants.a]\nsessions = \"many\"\n", "tenants.a.sessions must be an integer"},
+      {"[tenants.a]\nuids = [7]\n[tenants.b]\nuids = [7]\n",
+       "tenants.b.uids names uid 7, which tenant `a` has already"},
+      {"[tenants.default]\nuids = [7]\n", "tenants.default.uids cannot be set"},
+  };
+  for (const auto& [toml, expected] : cases) {
+    std::ofstream(dir + "/kad.toml") << toml;
+    ProcessRun r = run(std::string(KAD_DAEMON_PATH) + " --no-workers --listen unix:" + dir +
+                       "/kad.sock --config " + dir + "/kad.toml");
+    EXPECT_EQ(r.code, 2) << toml << r.output;
+    EXPECT_THAT(r.output, HasSubstr(expected)) << toml;
+  }
+  std::filesystem::remove_all(dir);
 }
 
 TEST(DaemonConfig, ATomlFileSetsWhereKadListens) {

@@ -56,8 +56,9 @@ inline constexpr char kFillSource[] =
 // must be a shared-memory channel.
 inline void expect_bystander_served(const std::string& uri, int32_t value = 77,
                                     const std::string& source = kFillSource,
-                                    bool shared_memory = false) {
-  auto c = Client::connect(uri, "bystander");
+                                    bool shared_memory = false,
+                                    const client::ConnectOptions& options = {}) {
+  auto c = Client::connect(uri, "bystander", options);
   ASSERT_TRUE(c.ok()) << c.status();
   auto q = (*c)->create_queue();
   auto b = (*c)->allocate(16 * sizeof(int32_t));

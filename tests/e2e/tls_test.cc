@@ -164,6 +164,33 @@ TEST_F(Tls, MutualTlsServesOnlyClientsWithACertificateItsCaSigned) {
   EXPECT_TRUE(absl::StrContains(refused.status().message(), "needs its key")) << refused.status();
 }
 
+// The subject of a client certificate mutual TLS verified names its tenant
+// (DESIGN §8); a certificate no tenant names is the default tenant.
+TEST_F(Tls, AClientCertificatesSubjectNamesItsTenant) {
+  const std::string config = pki_->file("tenants.toml");
+  std::ofstream(config) << "[tenants.workstations]\nsubjects = [\"CN=workstation-1\"]\n"
+                        << "queues = 3\n";
+  auto kad = start({"--tls-client-ca", pki_->file("ca.pem"), "--config", config});
+  ASSERT_NE(kad, nullptr);
+  auto known = Client::connect(tls_uri(*kad), "known", trusting("ca.pem", "client"));
+  ASSERT_TRUE(known.ok()) << known.status();
+  auto status = (*known)->status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->tenants.size(), 1u);
+  EXPECT_EQ(status->tenants[0].name, "workstations");
+  // Its quotas are the tenant's.
+  std::vector<std::unique_ptr<client::Queue>> queues;
+  for (int i = 0; i < 3; ++i) {
+    auto q = (*known)->create_queue();
+    ASSERT_TRUE(q.ok()) << q.status();
+    queues.push_back(*std::move(q));
+  }
+  auto fourth = (*known)->create_queue();
+  EXPECT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted) << fourth.status();
+  EXPECT_TRUE(absl::StrContains(fourth.status().message(), "tenant `workstations`"))
+      << fourth.status();
+}
+
 TEST_F(Tls, ATokenOverTlsIsCheckedToo) {
   const std::string tokens = pki_->file("tokens");
   std::system(("echo 'tls-token-0123456789abcdef team-tls' > " + tokens).c_str());
@@ -174,6 +201,11 @@ TEST_F(Tls, ATokenOverTlsIsCheckedToo) {
   auto client = Client::connect(tls_uri(*kad), "token", with_token);
   ASSERT_TRUE(client.ok()) << client.status();
   round_trip(**client);
+  // The token names the caller's tenant.
+  auto status = (*client)->status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  ASSERT_EQ(status->tenants.size(), 1u);
+  EXPECT_EQ(status->tenants[0].name, "team-tls");
 
   auto without = Client::connect(tls_uri(*kad), "no-token", trusting("ca.pem"));
   ASSERT_FALSE(without.ok());

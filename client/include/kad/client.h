@@ -184,6 +184,22 @@ struct ServiceStatus {
     uint64_t launches = 0, buffers = 0, buffer_bytes = 0, queues = 0;
   };
   std::vector<Device> devices;
+  // The daemon's own host memory clients made it hold, and its bound.
+  uint64_t host_memory_bytes = 0, host_memory_limit = 0;
+  // Tenants (DESIGN §8) and their use of each quota: all of them for the
+  // daemon's operator, else the caller's own.
+  struct QuotaUse {
+    std::string quota;   // "sessions", "device_memory_bytes", "queues", ...
+    std::string device;  // device_memory_bytes: per device
+    uint64_t used = 0, limit = 0;
+  };
+  struct Tenant {
+    std::string name;
+    uint32_t weight = 1;
+    int32_t priority = 0;
+    std::vector<QuotaUse> quotas;
+  };
+  std::vector<Tenant> tenants;
 };
 
 class Connection;

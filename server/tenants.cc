@@ -1,0 +1,160 @@
+#include "server/tenants.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace kad::server {
+
+const char* quota_key(Quota quota) {
+  switch (quota) {
+    case Quota::kSessions:
+      return "sessions";
+    case Quota::kDeviceMemory:
+      return "device_memory_bytes";
+    case Quota::kQueues:
+      return "queues";
+    case Quota::kStreams:
+      return "streams";
+    case Quota::kChannels:
+      return "channels";
+    case Quota::kModuleBytes:
+      return "module_bytes";
+    case Quota::kKernels:
+      return "kernels";
+    case Quota::kLaunchesInFlight:
+      return "launches_in_flight";
+  }
+  return "?";
+}
+
+namespace {
+
+// What a quota counts, as a message says it after a number.
+std::string quota_noun(Quota quota, const std::string& device) {
+  switch (quota) {
+    case Quota::kSessions:
+      return "sessions";
+    case Quota::kDeviceMemory:
+      return absl::StrCat("bytes of device memory on ", device);
+    case Quota::kQueues:
+      return "queues";
+    case Quota::kStreams:
+      return "Submit streams";
+    case Quota::kChannels:
+      return "shared-memory channels";
+    case Quota::kModuleBytes:
+      return "bytes of modules";
+    case Quota::kKernels:
+      return "kernels";
+    case Quota::kLaunchesInFlight:
+      return "launches in flight";
+  }
+  return "?";
+}
+
+}  // namespace
+
+absl::Status Budget::exhausted(uint64_t asked) const {
+  return absl::ResourceExhaustedError(
+      absl::StrFormat("%s is at its quota of %s: %d in use, %d more asked, limit %d (%s)", owner_,
+                      what_, used(), asked, limit_, setting_));
+}
+
+absl::Status Budget::take(uint64_t amount) {
+  uint64_t used = used_.load(std::memory_order_relaxed);
+  do {
+    if (amount > limit_ || used > limit_ - amount) return exhausted(amount);
+  } while (!used_.compare_exchange_weak(used, used + amount, std::memory_order_relaxed));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Charge> Charge::take(std::shared_ptr<Budget> budget, uint64_t amount) {
+  if (absl::Status s = budget->take(amount); !s.ok()) return s;
+  return Charge(std::move(budget), amount);
+}
+
+absl::Status Charge::grow(uint64_t amount) {
+  if (absl::Status s = budget_->take(amount); !s.ok()) return s;
+  amount_ += amount;
+  return absl::OkStatus();
+}
+
+Tenant::Tenant(TenantSpec spec, const std::vector<std::string>& device_ids)
+    : spec_(std::move(spec)) {
+  const std::string owner = absl::StrCat("tenant `", spec_.name, "`");
+  auto make = [&](Quota q, const std::string& device) {
+    return std::make_shared<Budget>(owner, quota_noun(q, device),
+                                    absl::StrCat("tenants.", spec_.name, ".", quota_key(q)),
+                                    spec_.quotas[q]);
+  };
+  for (int i = 0; i < kQuotaCount; ++i) {
+    const Quota q = static_cast<Quota>(i);
+    if (q != Quota::kDeviceMemory) budgets_[i] = make(q, "");
+  }
+  for (const std::string& id : device_ids) device_memory_.push_back(make(Quota::kDeviceMemory, id));
+  // A daemon without devices still answers for device memory (nothing fits).
+  if (device_memory_.empty()) device_memory_.push_back(make(Quota::kDeviceMemory, "no device"));
+}
+
+const std::shared_ptr<Budget>& Tenant::budget(Quota quota, size_t device) const {
+  if (quota == Quota::kDeviceMemory)
+    return device_memory_[std::min(device, device_memory_.size() - 1)];
+  return budgets_[static_cast<int>(quota)];
+}
+
+Tenants::Tenants(std::vector<TenantSpec> specs, std::vector<std::string> device_ids)
+    : device_ids_(std::move(device_ids)) {
+  default_spec_.name = "default";
+  absl::MutexLock lock(&mu_);
+  for (TenantSpec& spec : specs) {
+    if (spec.name == "default") {
+      default_spec_ = spec;
+      continue;
+    }
+    for (uint32_t uid : spec.uids) by_uid_[uid] = spec.name;
+    for (const std::string& subject : spec.subjects) by_subject_[subject] = spec.name;
+    const std::string name = spec.name;
+    by_name_[name] = std::make_shared<Tenant>(std::move(spec), device_ids_);
+  }
+  by_name_["default"] = std::make_shared<Tenant>(default_spec_, device_ids_);
+}
+
+std::shared_ptr<Tenant> Tenants::resolve(const CallerIdentity& caller) {
+  std::string name = "default";
+  if (!caller.token_tenant.empty()) {
+    name = caller.token_tenant;
+  } else if (auto s = by_subject_.find(caller.subject);
+             !caller.subject.empty() && s != by_subject_.end()) {
+    name = s->second;
+  } else if (auto u = caller.uid ? by_uid_.find(*caller.uid) : by_uid_.end(); u != by_uid_.end()) {
+    name = u->second;
+  }
+  absl::MutexLock lock(&mu_);
+  std::shared_ptr<Tenant>& tenant = by_name_[name];
+  if (!tenant) {
+    // Named by a token only: the default settings, under its own name.
+    TenantSpec spec = default_spec_;
+    spec.name = name;
+    spec.uids.clear();
+    spec.subjects.clear();
+    tenant = std::make_shared<Tenant>(std::move(spec), device_ids_);
+  }
+  return tenant;
+}
+
+std::vector<std::shared_ptr<Tenant>> Tenants::all() const {
+  std::vector<std::shared_ptr<Tenant>> out;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [name, tenant] : by_name_) out.push_back(tenant);
+  }
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) {
+    if ((a->name() == "default") != (b->name() == "default")) return a->name() == "default";
+    return a->name() < b->name();
+  });
+  return out;
+}
+
+}  // namespace kad::server

@@ -1,0 +1,375 @@
+// DESIGN §8, tenants and quotas: the config's [tenants.NAME] tables give
+// each tenant its quotas; a bearer token, a client certificate or a UNIX
+// peer's uid says which tenant a caller is. One more than a quota is
+// RESOURCE_EXHAUSTED naming the quota, the tenant, the use, the amount asked
+// and the limit; `kactl status` (GetStatus) shows each tenant's use, back at
+// zero once its sessions end; and a tenant that asks for thousands of
+// modules, streams or channels leaves another tenant's launches running.
+// Real kad, real PoCL, real sockets.
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "kad/client.h"
+#include "kad/shm/v1/layout.h"
+#include "tests/e2e/e2e.h"
+#include "tests/support/daemon.h"
+
+namespace kad::testing {
+namespace {
+
+constexpr char kGreedyToken[] = "greedy-token-0123456789abcdef";
+constexpr char kCalmToken[] = "calm-token-0123456789abcdef";
+
+class TenantQuotas : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/kad-tenants-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    std::ofstream(dir_ + "/tokens") << kGreedyToken << " greedy\n" << kCalmToken << " calm\n";
+    // `local` is whoever runs this test, on the UNIX socket.
+    std::ofstream(dir_ + "/kad.toml") << "[tenants.greedy]\n"
+                                         "weight = 2\n"
+                                         "priority = 1\n"
+                                         "sessions = 3\n"
+                                         "device_memory_bytes = 65536\n"
+                                         "queues = 2000\n"
+                                         "streams = 4\n"
+                                         "module_bytes = 4096\n"
+                                         "kernels = 3\n"
+                                         "launches_in_flight = 8\n"
+                                         "[tenants.local]\n"
+                                      << "uids = [" << getuid() << "]\n"
+                                      << "queues = 2000\n"
+                                         "channels = 5\n";
+    auto d = Daemon::start(
+        {"--no-workers", "--tokens", dir_ + "/tokens", "--config", dir_ + "/kad.toml"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+  }
+  void TearDown() override {
+    daemon_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+
+  static client::ConnectOptions token(const char* t) {
+    client::ConnectOptions options;
+    options.token = t;
+    return options;
+  }
+  std::unique_ptr<Client> greedy(const std::string& name = "greedy") const {
+    auto c = Client::connect(daemon_->tcp_uri(), name, token(kGreedyToken));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? *std::move(c) : nullptr;
+  }
+
+  // What `tenant` uses of `quota`, as kad's operator (this test's user on
+  // the UNIX socket) sees it; -1 when GetStatus does not show it.
+  int64_t used(const std::string& tenant, const std::string& quota) const {
+    auto observer = Client::connect(daemon_->unix_uri(), "observer");
+    if (!observer.ok()) return -1;
+    auto status = (*observer)->status();
+    if (!status.ok()) return -1;
+    for (const auto& t : status->tenants) {
+      if (t.name != tenant) continue;
+      for (const auto& q : t.quotas)
+        if (q.quota == quota) return static_cast<int64_t>(q.used);
+    }
+    return -1;
+  }
+  // Polls (5 s at most) until `tenant` uses nothing of any quota (but the
+  // session that asks, for `local`, the observer's own tenant).
+  bool tenant_back_to_zero(const std::string& tenant) const {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    for (;;) {
+      bool zero = true;
+      for (const char* q : {"sessions", "device_memory_bytes", "queues", "streams", "channels",
+                            "module_bytes", "kernels", "launches_in_flight"}) {
+        const int64_t own = tenant == "local" && std::string(q) == "sessions" ? 1 : 0;
+        zero = zero && used(tenant, q) == own;
+      }
+      if (zero) return true;
+      if (std::chrono::steady_clock::now() > deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+  std::string dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
+// The message of a refusal: the tenant, the quota, the use, the amount and
+// the limit, and the setting to change.
+void expect_refused(const absl::Status& s, const std::string& expected) {
+  EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+  EXPECT_TRUE(absl::StrContains(s.message(), expected)) << s.message();
+}
+
+TEST_F(TenantQuotas, EveryQuotaRefusesOneMoreWithTheTenantTheUseAndTheLimit) {
+  {
+    // Sessions: three, then one more is refused.
+    std::vector<std::unique_ptr<Client>> sessions;
+    for (int i = 0; i < 3; ++i) sessions.push_back(greedy());
+    ASSERT_EQ(used("greedy", "sessions"), 3);
+    auto fourth = Client::connect(daemon_->tcp_uri(), "fourth", token(kGreedyToken));
+    expect_refused(fourth.status(),
+                   "tenant `greedy` is at its quota of sessions: 3 in use, 1 more asked, limit 3 "
+                   "(tenants.greedy.sessions)");
+  }
+  ASSERT_TRUE(tenant_back_to_zero("greedy"));
+
+  auto c = greedy();
+  ASSERT_NE(c, nullptr);
+  // Device memory, per device.
+  auto big = c->allocate(60000);
+  ASSERT_TRUE(big.ok()) << big.status();
+  expect_refused(c->allocate(8192).status(),
+                 "tenant `greedy` is at its quota of bytes of device memory on opencl:pocl:0: "
+                 "60000 in use, 8192 more asked, limit 65536 "
+                 "(tenants.greedy.device_memory_bytes)");
+  ASSERT_TRUE(c->free(*big).ok());
+  EXPECT_EQ(used("greedy", "device_memory_bytes"), 0);
+  auto buffer = c->allocate(16 * sizeof(int32_t));
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+
+  // Module bytes.
+  const std::string padding(4096 - std::string(kFillSource).size() - 100, ' ');
+  auto module = c->load_module(absl::StrCat(kFillSource, "//", padding, "\n"));
+  ASSERT_TRUE(module.ok()) << module.status();
+  const int64_t module_bytes = used("greedy", "module_bytes");
+  EXPECT_GT(module_bytes, 3900);
+  expect_refused(c->load_module(kFillSource).status(),
+                 absl::StrCat("tenant `greedy` is at its quota of bytes of modules: ", module_bytes,
+                              " in use, ", std::string(kFillSource).size(),
+                              " more asked, limit 4096 (tenants.greedy.module_bytes)"));
+
+  // Kernels.
+  const client::KernelSpec fill{
+      .entry = "fill",
+      .args = {client::ArgSpec::buffer(), client::ArgSpec::scalar_of(client::ScalarType::kI32)}};
+  std::vector<client::Kernel> kernels;
+  for (int i = 0; i < 3; ++i) {
+    auto k = c->get_kernel(*module, fill);
+    ASSERT_TRUE(k.ok()) << k.status();
+    kernels.push_back(*k);
+  }
+  expect_refused(c->get_kernel(*module, fill).status(),
+                 "tenant `greedy` is at its quota of kernels: 3 in use, 1 more asked, limit 3 "
+                 "(tenants.greedy.kernels)");
+
+  // Launches in flight: eight launches not yet waited for, then a refusal;
+  // a wait gives them back.
+  auto queue = c->create_queue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  const client::Arg args[] = {client::Arg::buffer(*buffer), client::Arg::scalar<int32_t>(3)};
+  for (int i = 0; i < 8; ++i)
+    ASSERT_TRUE((*queue)->launch(kernels[0], client::Dims{16}, nullptr, args).ok());
+  EXPECT_EQ(used("greedy", "launches_in_flight"), 8);
+  expect_refused((*queue)->launch(kernels[0], client::Dims{16}, nullptr, args).status(),
+                 "tenant `greedy` is at its quota of launches in flight: 8 in use, 1 more asked, "
+                 "limit 8 (tenants.greedy.launches_in_flight)");
+  ASSERT_TRUE((*queue)->wait().ok());
+  EXPECT_EQ(used("greedy", "launches_in_flight"), 0);
+  ASSERT_TRUE((*queue)->launch(kernels[0], client::Dims{16}, nullptr, args).ok());
+
+  // Submit streams (one per gRPC queue): the queue above holds one.
+  std::vector<std::unique_ptr<client::Queue>> queues;
+  absl::Status refused;
+  while (refused.ok() && queues.size() < 10) {
+    auto q = c->create_queue();
+    absl::Status s = q.ok() ? (*q)->ping() : q.status();
+    if (s.ok()) queues.push_back(*std::move(q));
+    refused = s;
+  }
+  EXPECT_EQ(queues.size(), 3u);
+  expect_refused(refused,
+                 "tenant `greedy` is at its quota of Submit streams: 4 in use, 1 more asked, "
+                 "limit 4 (tenants.greedy.streams)");
+  EXPECT_EQ(used("greedy", "queues"), 5);  // the refused stream's queue was made
+
+  // Another tenant is served meanwhile, with its own quotas.
+  expect_bystander_served(daemon_->tcp_uri(), 41, kFillSource, false, token(kCalmToken));
+
+  queues.clear();
+  queue->reset();
+  c.reset();
+  EXPECT_TRUE(tenant_back_to_zero("greedy"));
+  EXPECT_TRUE(tenant_back_to_zero("calm"));
+}
+
+TEST_F(TenantQuotas, ATenantSeesOnlyItsOwnUseAndTheOperatorSeesEveryone) {
+  auto c = greedy();
+  ASSERT_NE(c, nullptr);
+  auto own = c->status();
+  ASSERT_TRUE(own.ok()) << own.status();
+  ASSERT_EQ(own->tenants.size(), 1u);
+  EXPECT_EQ(own->tenants[0].name, "greedy");
+  EXPECT_EQ(own->tenants[0].weight, 2u);
+  EXPECT_EQ(own->tenants[0].priority, 1);
+
+  auto observer = Client::connect(daemon_->unix_uri(), "operator");
+  ASSERT_TRUE(observer.ok()) << observer.status();
+  auto all = (*observer)->status();
+  ASSERT_TRUE(all.ok()) << all.status();
+  std::vector<std::string> names;
+  for (const auto& t : all->tenants) names.push_back(t.name);
+  EXPECT_EQ(names, (std::vector<std::string>{"default", "greedy", "local"}));
+}
+
+// DESIGN §8's load test: one tenant asks for 10,000 modules, 2,000 Submit
+// streams and 500 shared-memory channels; past its quotas each is refused,
+// and another tenant's launches run and are right throughout.
+TEST_F(TenantQuotas, ThousandsOfRequestsFromOneTenantLeaveAnotherTenantsLaunchesRunning) {
+  std::atomic<bool> done{false};
+  std::atomic<int> bystander_runs{0};
+  std::thread bystander([&] {
+    while (!done.load()) {
+      expect_bystander_served(daemon_->tcp_uri(), 19 + bystander_runs.load(), kFillSource, false,
+                              token(kCalmToken));
+      ++bystander_runs;
+    }
+  });
+
+  auto c = greedy();
+  ASSERT_NE(c, nullptr);
+  int loaded = 0, refused = 0;
+  for (int i = 0; i < 10000; ++i) {
+    auto m = c->load_module(absl::StrCat(kFillSource, "// ", i, "\n"));
+    if (m.ok()) {
+      ++loaded;
+    } else {
+      ++refused;
+      ASSERT_EQ(m.status().code(), absl::StatusCode::kResourceExhausted) << m.status();
+    }
+  }
+  EXPECT_GT(loaded, 0);
+  EXPECT_EQ(loaded + refused, 10000);
+  EXPECT_LE(used("greedy", "module_bytes"), 4096);
+
+  int streams = 0;
+  refused = 0;
+  {
+    std::vector<std::unique_ptr<client::Queue>> queues;
+    for (int i = 0; i < 2000; ++i) {
+      auto q = c->create_queue();
+      absl::Status s = q.ok() ? (*q)->ping() : q.status();
+      if (s.ok()) {
+        ++streams;
+        queues.push_back(*std::move(q));
+      } else {
+        ++refused;
+        ASSERT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << s;
+      }
+    }
+  }
+  EXPECT_EQ(streams, 4);
+  EXPECT_EQ(refused, 1996);
+
+  auto local = Client::connect(daemon_->unix_uri() + "?transport=shm", "many-channels");
+  ASSERT_TRUE(local.ok()) << local.status();
+  int channels = 0;
+  absl::Status last;
+  {
+    std::vector<std::unique_ptr<client::Queue>> queues;
+    for (int i = 0; i < 500; ++i) {
+      auto q = (*local)->create_queue();
+      absl::Status s = q.ok() ? (*q)->ping() : q.status();
+      if (s.ok()) {
+        ++channels;
+        queues.push_back(*std::move(q));
+      } else {
+        last = s;
+      }
+    }
+  }
+  EXPECT_EQ(channels, 5);
+  expect_refused(last,
+                 "tenant `local` is at its quota of shared-memory channels: 5 in use, 1 more "
+                 "asked, limit 5 (tenants.local.channels)");
+
+  done.store(true);
+  bystander.join();
+  EXPECT_GT(bystander_runs.load(), 0);
+  c.reset();
+  local->reset();
+  EXPECT_TRUE(tenant_back_to_zero("greedy"));
+  EXPECT_TRUE(tenant_back_to_zero("local"));
+}
+
+}  // namespace
+}  // namespace kad::testing
+
+namespace kad::testing {
+namespace {
+
+// DESIGN §8's global guard: what clients make kad hold in its own host
+// memory (module copies, zero-copy buffers, channel rings) is bounded for
+// all of them together; past it a request is RESOURCE_EXHAUSTED naming
+// --max-host-memory, and what goes gives its share back.
+TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
+  auto d = Daemon::start({"--no-workers", "--max-host-memory", "8000000"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto observer = Client::connect((*d)->unix_uri() + "?transport=grpc", "observer");
+  ASSERT_TRUE(observer.ok()) << observer.status();
+  auto held = [&]() -> int64_t {
+    auto s = (*observer)->status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->host_memory_limit, 8000000u);
+    return s.ok() ? static_cast<int64_t>(s->host_memory_bytes) : -1;
+  };
+  ASSERT_EQ(held(), 0);
+
+  auto c = Client::connect((*d)->unix_uri() + "?transport=grpc", "hungry");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto big = (*c)->allocate(2000000);
+  ASSERT_TRUE(big.ok()) << big.status();
+  EXPECT_EQ(held(), 2000000);
+  auto more = (*c)->allocate(6500000);
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted) << more.status();
+  EXPECT_TRUE(absl::StrContains(
+      more.status().message(),
+      "kad is at its quota of bytes of its own host memory (module copies, shared buffers, "
+      "channel rings): 2000000 in use, 6500000 more asked, limit 8000000 (--max-host-memory)"))
+      << more.status();
+
+  // A module's copy and a channel's rings count too.
+  auto module = (*c)->load_module(kFillSource);
+  ASSERT_TRUE(module.ok()) << module.status();
+  EXPECT_EQ(held(), 2000000 + static_cast<int64_t>(std::string(kFillSource).size()));
+  auto shm = Client::connect((*d)->unix_uri() + "?transport=shm", "channel");
+  ASSERT_TRUE(shm.ok()) << shm.status();
+  auto channel = (*shm)->create_queue();
+  ASSERT_TRUE(channel.ok()) << channel.status();
+  ASSERT_TRUE((*channel)->shared_memory());
+  EXPECT_EQ(held(), 2000000 + static_cast<int64_t>(std::string(kFillSource).size() +
+                                                   shm::v1::kChannelBytes));
+  channel->reset();
+  shm->reset();
+  // kad sees the channel's client go a moment later.
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  const int64_t module_copy = static_cast<int64_t>(std::string(kFillSource).size());
+  while (held() != 2000000 + module_copy && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(held(), 2000000 + module_copy);
+
+  // What goes gives its share back.
+  ASSERT_TRUE((*c)->free(*big).ok());
+  auto now = (*c)->allocate(6500000);
+  EXPECT_TRUE(now.ok()) << now.status();
+  c->reset();
+  while (held() != 0 && std::chrono::steady_clock::now() < deadline + std::chrono::seconds(5))
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  EXPECT_EQ(held(), 0);
+}
+
+}  // namespace
+}  // namespace kad::testing
