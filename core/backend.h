@@ -8,6 +8,7 @@
 // stay in core/.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -77,6 +78,14 @@ class CompiledKernel {
   // can see when it compiled). The cache keeps them per module and entry, so
   // that GetKernel can check another signature before any launch.
   virtual const std::vector<KernelParameter>* parameters() const { return nullptr; }
+
+  // When a launch last used it, by the KernelCache's clock: what the cache's
+  // least-recently-used eviction reads. Relaxed: an order of uses, no fence.
+  void touch(uint64_t tick) const { last_used_.store(tick, std::memory_order_relaxed); }
+  uint64_t last_used() const { return last_used_.load(std::memory_order_relaxed); }
+
+ private:
+  mutable std::atomic<uint64_t> last_used_{0};
 };
 
 // Everything a backend needs to compile one specialised kernel.

@@ -57,31 +57,58 @@ absl::StatusOr<std::unique_ptr<Kernel>> Kernel::create(std::shared_ptr<const Mod
 
 CompiledKernel* Kernel::find_in_table(const Device& device, const Specialization& spec,
                                       KernelCache& cache) {
+  CompiledKernel* found = table_entry(device, spec);
+  if (found != nullptr) cache.record_hit(*found);
+  return found;
+}
+
+CompiledKernel* Kernel::table_entry(const Device& device, const Specialization& spec) {
   absl::MutexLock lock(&mu_);
   for (size_t i = 0; i < entry_count_; ++i) {
     const Entry& e = entries_[i];
-    if (e.device == &device && e.spec == spec) {
-      cache.record_hit();
-      return e.compiled;
-    }
+    if (e.device == &device && e.spec == spec) return e.compiled.get();
   }
+  for (const Entry& e : more_entries_)
+    if (e.device == &device && e.spec == spec) return e.compiled.get();
   return nullptr;
 }
 
-void Kernel::remember(const Device& device, const Specialization& spec, CompiledKernel* compiled) {
+void Kernel::remember(const Device& device, const Specialization& spec,
+                      std::shared_ptr<CompiledKernel> compiled) {
   absl::MutexLock lock(&mu_);
-  Entry& slot = entry_count_ < kInlineEntries ? entries_[entry_count_++]
-                                              : entries_[next_replace_++ % kInlineEntries];
-  slot = Entry{&device, spec, compiled};
+  // Another thread may have remembered the same one meanwhile.
+  for (size_t i = 0; i < entry_count_; ++i)
+    if (entries_[i].device == &device && entries_[i].spec == spec) return;
+  for (const Entry& e : more_entries_)
+    if (e.device == &device && e.spec == spec) return;
+  // Nothing is ever replaced: a launch in flight may still use any entry.
+  if (entry_count_ < kInlineEntries) {
+    entries_[entry_count_++] = Entry{&device, spec, std::move(compiled)};
+  } else {
+    more_entries_.push_back(Entry{&device, spec, std::move(compiled)});
+  }
+}
+
+absl::Status Kernel::check_room(const Device& device) {
+  absl::MutexLock lock(&mu_);
+  if (entry_count_ + more_entries_.size() < kMaxSpecializations) return absl::OkStatus();
+  return absl::ResourceExhaustedError(absl::StrFormat(
+      "kernel `%s` holds %d compiled specializations already (static sizes, index widths, "
+      "devices; the most one kernel holds), none for this launch on %s: pass sizes "
+      "dynamically, or get another kernel",
+      signature_.entry, kMaxSpecializations, device.info().id));
 }
 
 absl::StatusOr<CompiledKernel*> Kernel::find_specialization(Device& device,
                                                             const Specialization& spec,
                                                             KernelCache& cache) {
   if (CompiledKernel* warm = find_in_table(device, spec, cache)) return warm;
-  absl::StatusOr<CompiledKernel*> found = cache.find(key_for(device, spec));
-  if (found.ok() && *found != nullptr) remember(device, spec, *found);
-  return found;
+  if (absl::Status room = check_room(device); !room.ok()) return room;
+  absl::StatusOr<std::shared_ptr<CompiledKernel>> found = cache.find(key_for(device, spec));
+  if (!found.ok()) return found.status();
+  if (*found == nullptr) return nullptr;
+  remember(device, spec, *std::move(found));
+  return table_entry(device, spec);
 }
 
 SpecializationKey Kernel::key_for(const Device& device, const Specialization& spec) const {
@@ -103,8 +130,9 @@ absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Spe
                                                        KernelCache& cache, bool* compiled) {
   *compiled = false;
   if (CompiledKernel* warm = find_in_table(device, spec, cache)) return warm;
+  if (absl::Status room = check_room(device); !room.ok()) return room;
   const SpecializationKey key = key_for(device, spec);
-  absl::StatusOr<CompiledKernel*> result =
+  absl::StatusOr<std::shared_ptr<CompiledKernel>> result =
       cache.get_or_compile(key, [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
         *compiled = true;
         CompileRequest request{*module_,
@@ -120,9 +148,10 @@ absl::StatusOr<CompiledKernel*> Kernel::specialization(Device& device, const Spe
         if (compiled.ok() && lowering.prelowering()) lowering.prelower(request);
         return compiled;
       });
-  if (!result.ok()) return result;
-  remember(device, spec, *result);
-  return result;
+  if (!result.ok()) return result.status();
+  remember(device, spec, *std::move(result));
+  // The table's entry: this one, or the same key another thread remembered first.
+  return table_entry(device, spec);
 }
 
 absl::Status validate_args(const KernelSignature& sig, std::span<const KernelArg> args,

@@ -5,6 +5,7 @@
 #include <array>
 #include <memory>
 #include <span>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -34,6 +35,9 @@ class Kernel {
   // The compiled kernel for `spec` on `device`. Warm lookups scan a small
   // table in the kernel and never allocate; a miss builds the full key and
   // asks the shared cache, which compiles if no kernel has this key yet.
+  // The kernel keeps what it used alive (the cache may drop it), so the
+  // pointer is valid as long as the kernel; at most kMaxSpecializations per
+  // kernel (RESOURCE_EXHAUSTED past it, naming the kernel).
   absl::StatusOr<CompiledKernel*> specialization(Device& device, const Specialization& spec,
                                                  KernelCache& cache, bool* compiled);
   // The same, but never compiles: null when `spec` is not compiled yet, for a
@@ -46,8 +50,13 @@ class Kernel {
   SpecializationKey key_for(const Device& device, const Specialization& spec) const;
   CompiledKernel* find_in_table(const Device& device, const Specialization& spec,
                                 KernelCache& cache) ABSL_LOCKS_EXCLUDED(mu_);
-  void remember(const Device& device, const Specialization& spec, CompiledKernel* compiled)
+  // The table's entry for `spec` on `device`, or null; counts no hit.
+  CompiledKernel* table_entry(const Device& device, const Specialization& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
+  void remember(const Device& device, const Specialization& spec,
+                std::shared_ptr<CompiledKernel> compiled) ABSL_LOCKS_EXCLUDED(mu_);
+  // RESOURCE_EXHAUSTED when the kernel holds kMaxSpecializations already.
+  absl::Status check_room(const Device& device) ABSL_LOCKS_EXCLUDED(mu_);
 
   Kernel(std::shared_ptr<const Module> module, KernelSignature signature)
       : module_(std::move(module)), signature_(std::move(signature)) {}
@@ -55,16 +64,22 @@ class Kernel {
   struct Entry {
     const Device* device = nullptr;
     Specialization spec;
-    CompiledKernel* compiled = nullptr;
+    std::shared_ptr<CompiledKernel> compiled;
   };
   static constexpr size_t kInlineEntries = 16;
 
+ public:
+  // Distinct specializations (static sizes, index widths, devices) one
+  // kernel holds compiled: each stays alive with the kernel.
+  static constexpr size_t kMaxSpecializations = 64;
+
+ private:
   std::shared_ptr<const Module> module_;
   KernelSignature signature_;
   absl::Mutex mu_;
   std::array<Entry, kInlineEntries> entries_ ABSL_GUARDED_BY(mu_);
   size_t entry_count_ ABSL_GUARDED_BY(mu_) = 0;
-  size_t next_replace_ ABSL_GUARDED_BY(mu_) = 0;
+  std::vector<Entry> more_entries_ ABSL_GUARDED_BY(mu_);  // past kInlineEntries
 };
 
 // Checks launch arguments against the kernel's signature: count, kinds,

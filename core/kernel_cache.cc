@@ -16,13 +16,14 @@ std::string parameters_key(absl::string_view module_digest, absl::string_view en
 
 }  // namespace
 
-absl::StatusOr<CompiledKernel*> KernelCache::get_or_compile(const SpecializationKey& key,
-                                                            CompileFn compile) {
+absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::get_or_compile(
+    const SpecializationKey& key, CompileFn compile) {
   std::string canonical = key.canonical();
   std::shared_ptr<InFlight> flight;
   {
     absl::MutexLock lock(&mu_);
-    if (absl::StatusOr<CompiledKernel*> known = lookup(canonical); !known.ok() || *known != nullptr)
+    if (absl::StatusOr<std::shared_ptr<CompiledKernel>> known = lookup(canonical);
+        !known.ok() || *known != nullptr)
       return known;
     if (auto it = in_flight_.find(canonical); it != in_flight_.end()) {
       flight = it->second;
@@ -34,27 +35,30 @@ absl::StatusOr<CompiledKernel*> KernelCache::get_or_compile(const Specialization
   }
   if (flight) {  // another request compiles this key: wait for it alone
     flight->done.WaitForNotification();
-    if (flight->result.ok()) record_hit();
+    if (flight->result.ok()) record_hit(**flight->result);
     return flight->result;
   }
 
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled = compile();  // no lock held
 
-  absl::StatusOr<CompiledKernel*> result = nullptr;
+  absl::StatusOr<std::shared_ptr<CompiledKernel>> result = nullptr;
   if (compiled.ok()) {
-    CompiledKernel* raw = compiled->get();
-    if (const std::vector<KernelParameter>* params = raw->parameters()) {
+    std::shared_ptr<CompiledKernel> shared = *std::move(compiled);
+    if (const std::vector<KernelParameter>* params = shared->parameters()) {
       absl::MutexLock parameters_lock(&parameters_mu_);
       parameters_.try_emplace(parameters_key(key.module_digest, key.entry), *params);
     }
-    result = raw;
+    // Used now (not a hit): the newest entry is not the one to drop.
+    shared->touch(clock_.fetch_add(1, std::memory_order_relaxed) + 1);
+    result = std::move(shared);
   } else {
     result = compiled.status();
   }
   absl::MutexLock lock(&mu_);
-  if (compiled.ok()) {
+  if (result.ok()) {
     ++compilations_;
-    entries_.emplace(canonical, *std::move(compiled));
+    entries_.emplace(canonical, *result);
+    evict();
   } else {
     ++failures_;
     if (repeats_for_the_same_key(result.status().code()))
@@ -68,22 +72,34 @@ absl::StatusOr<CompiledKernel*> KernelCache::get_or_compile(const Specialization
   return result;
 }
 
-absl::StatusOr<CompiledKernel*> KernelCache::find(const SpecializationKey& key) {
+absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::find(const SpecializationKey& key) {
   const std::string canonical = key.canonical();
   absl::MutexLock lock(&mu_);
   return lookup(canonical);
 }
 
-absl::StatusOr<CompiledKernel*> KernelCache::lookup(const std::string& canonical) {
+absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::lookup(const std::string& canonical) {
   if (auto it = entries_.find(canonical); it != entries_.end()) {
-    record_hit();
-    return it->second.get();
+    record_hit(*it->second);
+    return it->second;
   }
   if (auto it = failed_.find(canonical); it != failed_.end()) {
     ++remembered_failures_;
     return it->second;
   }
   return nullptr;
+}
+
+void KernelCache::evict() {
+  // A scan per compile past the bound: compiles are rare and slow next to it.
+  while (entries_.size() > max_entries_) {
+    auto oldest = entries_.begin();
+    for (auto it = entries_.begin(); it != entries_.end(); ++it) {
+      if (it->second->last_used() < oldest->second->last_used()) oldest = it;
+    }
+    entries_.erase(oldest);
+    ++evictions_;
+  }
 }
 
 void KernelCache::remember_failure(std::string canonical, const absl::Status& status) {
@@ -107,6 +123,8 @@ KernelCache::Stats KernelCache::stats() const {
   absl::MutexLock lock(&mu_);
   Stats s;
   s.entries = entries_.size();
+  s.max_entries = max_entries_;
+  s.evictions = evictions_;
   s.compilations = compilations_;
   s.failures = failures_;
   s.remembered_failures = remembered_failures_;

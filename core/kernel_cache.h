@@ -1,6 +1,11 @@
 // The compiled-kernel cache (DESIGN §3.3, §5), in memory. Keyed by the
 // canonical SpecializationKey: a launch that differs only in dynamic sizes or
 // a tuned workgroup size maps to the same entry and never recompiles.
+//
+// Bounded (DESIGN §8): past `max_entries` it drops the entry least recently
+// used by a launch. Entries are shared: a Kernel that holds one keeps it
+// alive (its launches go on), and a session that asks for a dropped key
+// compiles it again.
 #pragma once
 
 #include <atomic>
@@ -26,6 +31,8 @@ class KernelCache {
  public:
   struct Stats {
     uint64_t entries = 0;
+    uint64_t max_entries = 0;
+    uint64_t evictions = 0;            // entries dropped, least recently used first
     uint64_t hits = 0;                 // launches served by an entry
     uint64_t compilations = 0;         // successful compiles
     uint64_t failures = 0;             // compiles that failed
@@ -35,6 +42,10 @@ class KernelCache {
   // The most failed keys remembered; past it the oldest are forgotten (and
   // would be compiled again), so failing keys cannot grow the cache unbounded.
   static constexpr size_t kMaxRememberedFailures = 4096;
+
+  static constexpr size_t kDefaultMaxEntries = 4096;
+  explicit KernelCache(size_t max_entries = kDefaultMaxEntries)
+      : max_entries_(max_entries == 0 ? 1 : max_entries) {}
 
   using CompileFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<CompiledKernel>>()>;
 
@@ -46,12 +57,17 @@ class KernelCache {
   // (INVALID_ARGUMENT, NOT_FOUND, UNIMPLEMENTED), not the moment's — is
   // remembered and returned again without compiling: a module that does not
   // lower is not lowered again on every launch.
-  absl::StatusOr<CompiledKernel*> get_or_compile(const SpecializationKey& key, CompileFn compile);
+  absl::StatusOr<std::shared_ptr<CompiledKernel>> get_or_compile(const SpecializationKey& key,
+                                                                 CompileFn compile);
   // The entry for `key` if it is compiled, else null (absent, or being
   // compiled); a remembered failure as its status. Never compiles.
-  absl::StatusOr<CompiledKernel*> find(const SpecializationKey& key);
-  // A hit served without a map lookup (a Kernel's own table of entries).
-  void record_hit() { hits_.fetch_add(1, std::memory_order_relaxed); }
+  absl::StatusOr<std::shared_ptr<CompiledKernel>> find(const SpecializationKey& key);
+  // A hit served without a map lookup (a Kernel's own table of entries):
+  // counted, and the entry marked as used now. Allocates nothing.
+  void record_hit(const CompiledKernel& used) {
+    hits_.fetch_add(1, std::memory_order_relaxed);
+    used.touch(clock_.fetch_add(1, std::memory_order_relaxed) + 1);
+  }
 
   // The parameters of entry `entry` of the module with `module_digest`, as
   // the first compiled kernel of it that knew them reported them; none until
@@ -65,17 +81,20 @@ class KernelCache {
   // A compile in progress; its waiters hold it until they have read it.
   struct InFlight {
     absl::Notification done;
-    absl::StatusOr<CompiledKernel*> result = nullptr;
+    absl::StatusOr<std::shared_ptr<CompiledKernel>> result = nullptr;
   };
   // The compiled entry, a remembered failure, or null (unknown or in flight).
-  absl::StatusOr<CompiledKernel*> lookup(const std::string& canonical)
+  absl::StatusOr<std::shared_ptr<CompiledKernel>> lookup(const std::string& canonical)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Drops least recently used entries until at most `max_entries_` remain.
+  void evict() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void remember_failure(std::string canonical, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, std::unique_ptr<CompiledKernel>> entries_ ABSL_GUARDED_BY(mu_);
+  const size_t max_entries_;
+  absl::flat_hash_map<std::string, std::shared_ptr<CompiledKernel>> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> failed_order_ ABSL_GUARDED_BY(mu_);  // oldest first
   // Its own lock: GetKernel reads it while another session compiles.
@@ -85,7 +104,9 @@ class KernelCache {
   uint64_t compilations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t remembered_failures_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<uint64_t> hits_{0};
+  std::atomic<uint64_t> clock_{0};  // ticks once per use: CompiledKernel::touch
 };
 
 }  // namespace kad

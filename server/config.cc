@@ -46,6 +46,9 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--max-host-memory", c.daemon.limits.max_host_memory_bytes,
                  "bytes of kad's own host memory clients may make it hold: module copies, shared "
                  "buffers, channel rings (default: half of the machine's memory)");
+  app.add_option("--max-compiled-kernels", c.daemon.limits.max_compiled_kernels,
+                 "compiled kernels kad's cache keeps; past it the least recently used go")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
   app.add_option("--tls-cert", c.daemon.tls_cert, "PEM certificate: serve TCP with TLS");
   app.add_option("--tls-key", c.daemon.tls_key, "PEM private key for --tls-cert");
   app.add_option("--tls-client-ca", c.daemon.tls_client_ca,
@@ -130,6 +133,8 @@ ParseOutcome parse_config(int argc, char** argv) {
               app.get_option("--session-memory-quota"));
       set_u64("max_host_memory", c.daemon.limits.max_host_memory_bytes,
               app.get_option("--max-host-memory"));
+      set_u64("max_compiled_kernels", c.daemon.limits.max_compiled_kernels,
+              app.get_option("--max-compiled-kernels"));
       if (app.get_option("--tls-cert")->count() == 0)
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)

@@ -77,6 +77,7 @@ HostMemory::~HostMemory() {
 Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptions workers)
     : registry_(std::move(registry)),
       limits_(limits),
+      cache_(limits_.max_compiled_kernels),
       tenants_(limits_.tenants, device_ids(registry_)),
       host_memory_(std::make_shared<Budget>(
           "kad", "bytes of its own host memory (module copies, shared buffers, channel rings)",

@@ -41,6 +41,9 @@ struct EngineLimits {
   // whoever asks: one guard for all (--max-host-memory). 0: half of the
   // machine's memory.
   uint64_t max_host_memory_bytes = 0;
+  // Compiled kernels the shared cache keeps; past it, the least recently
+  // used goes (kernels that hold one keep it alive).
+  uint64_t max_compiled_kernels = KernelCache::kDefaultMaxEntries;
   // Tenants and their quotas (tenants.h); none named: everyone is `default`.
   std::vector<TenantSpec> tenants;
 };

@@ -337,6 +337,8 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.cache_compilations = r.cache_compilations();
   out.cache_failures = r.cache_failures();
   out.cache_remembered_failures = r.cache_remembered_failures();
+  out.cache_evictions = r.cache_evictions();
+  out.cache_max_entries = r.cache_max_entries();
   out.launches = r.launches();
   out.queue_depth = r.queue_depth();
   out.draining = r.draining();

@@ -79,7 +79,7 @@ TEST(KernelCacheConcurrency, ASlowCompileDoesNotDelayAnotherKey) {
 TEST(KernelCacheConcurrency, RequestsForAKeyBeingCompiledWaitForThatOneCompile) {
   KernelCache cache;
   GatedCompile compile;
-  auto request = [&] { return *cache.get_or_compile(key_of("k"), std::ref(compile)); };
+  auto request = [&] { return cache.get_or_compile(key_of("k"), std::ref(compile))->get(); };
   std::vector<CompiledKernel*> got(8, nullptr);
   std::vector<std::thread> threads;
   threads.emplace_back([&] { got[0] = request(); });
@@ -114,6 +114,37 @@ TEST(KernelCacheConcurrency, WaitersOfAFailedCompileGetItsErrorAndItIsRemembered
   EXPECT_EQ(request(), first);
   EXPECT_EQ(failing.runs.load(), 1);
   EXPECT_EQ(cache.find(key_of("k")).status(), first);
+}
+
+absl::StatusOr<std::unique_ptr<CompiledKernel>> stand_in() {
+  return std::make_unique<CompiledStandIn>();
+}
+
+// DESIGN §8: the cache is bounded; past its size it drops the entry least
+// recently used by a launch (a hit), not the oldest compiled.
+TEST(KernelCacheBound, PastItsSizeTheLeastRecentlyUsedEntryIsDropped) {
+  KernelCache cache(3);
+  std::shared_ptr<CompiledKernel> a = *cache.get_or_compile(key_of("a"), stand_in);
+  ASSERT_TRUE(cache.get_or_compile(key_of("b"), stand_in).ok());
+  ASSERT_TRUE(cache.get_or_compile(key_of("c"), stand_in).ok());
+  // `a`, compiled first, is used again (as a Kernel's table does): `b` is now
+  // the least recently used.
+  cache.record_hit(*a);
+  ASSERT_TRUE(cache.get_or_compile(key_of("d"), stand_in).ok());
+  EXPECT_EQ(cache.stats().entries, 3u);
+  EXPECT_EQ(cache.stats().evictions, 1u);
+  EXPECT_EQ(cache.stats().max_entries, 3u);
+  EXPECT_NE(*cache.find(key_of("a")), nullptr);
+  EXPECT_EQ(*cache.find(key_of("b")), nullptr) << "the least recently used entry was kept";
+  EXPECT_NE(*cache.find(key_of("c")), nullptr);
+  EXPECT_NE(*cache.find(key_of("d")), nullptr);
+  // A dropped key compiles again; what held the old entry still holds it.
+  std::shared_ptr<CompiledKernel> held = *cache.find(key_of("c"));
+  for (const char* k : {"e", "f", "g"}) ASSERT_TRUE(cache.get_or_compile(key_of(k), stand_in).ok());
+  EXPECT_EQ(*cache.find(key_of("c")), nullptr);
+  EXPECT_EQ(held.use_count(), 1) << "kept alive by its holder alone";
+  EXPECT_EQ(cache.stats().compilations, 7u);
+  EXPECT_EQ(cache.stats().entries, 3u);
 }
 
 }  // namespace

@@ -373,3 +373,66 @@ TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
 
 }  // namespace
 }  // namespace kad::testing
+
+namespace kad::testing {
+namespace {
+
+// DESIGN §8: kad's compiled-kernel cache keeps --max-compiled-kernels
+// entries, dropping the least recently used; a kernel that holds a dropped
+// one goes on launching it, and another session compiles it again.
+TEST(CompiledKernelCache, IsBoundedAndAKernelKeepsWhatItDropped) {
+  auto d = Daemon::start({"--no-workers", "--max-compiled-kernels", "1"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto c = Client::connect((*d)->unix_uri(), "two-kernels");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto q = (*c)->create_queue();
+  auto b = (*c)->allocate(16 * sizeof(int32_t));
+  ASSERT_TRUE(q.ok() && b.ok());
+  const client::KernelSpec fill{
+      .entry = "fill",
+      .args = {client::ArgSpec::buffer(), client::ArgSpec::scalar_of(client::ScalarType::kI32)}};
+  // Two modules that differ: two cache entries.
+  auto first_module = (*c)->load_module(absl::StrCat(kFillSource, "// first\n"));
+  auto second_module = (*c)->load_module(absl::StrCat(kFillSource, "// second\n"));
+  ASSERT_TRUE(first_module.ok() && second_module.ok());
+  auto first = (*c)->get_kernel(*first_module, fill);
+  auto second = (*c)->get_kernel(*second_module, fill);
+  ASSERT_TRUE(first.ok() && second.ok());
+  auto run = [&](const client::Kernel& k, int32_t value) {
+    const client::Arg args[] = {client::Arg::buffer(*b), client::Arg::scalar<int32_t>(value)};
+    ASSERT_TRUE((*q)->launch(k, client::Dims{16}, nullptr, args).ok());
+    std::vector<int32_t> got(16);
+    ASSERT_TRUE((*q)->read(*b, 0, bytes_of(got)).ok());
+    EXPECT_EQ(got, std::vector<int32_t>(16, value));
+  };
+  run(*first, 1);
+  run(*second, 2);  // the cache drops the first
+  auto s = (*c)->status();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->cache_entries, 1u);
+  EXPECT_EQ(s->cache_max_entries, 1u);
+  EXPECT_EQ(s->cache_evictions, 1u);
+  EXPECT_EQ(s->cache_compilations, 2u);
+  // The first kernel still holds its compiled code: no compile.
+  run(*first, 3);
+  EXPECT_EQ((*c)->status()->cache_compilations, 2u);
+
+  // Another session asks for the dropped key: compiled again.
+  auto other = Client::connect((*d)->unix_uri(), "other");
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto m = (*other)->load_module(absl::StrCat(kFillSource, "// first\n"));
+  ASSERT_TRUE(m.ok());
+  auto k = (*other)->get_kernel(*m, fill);
+  auto oq = (*other)->create_queue();
+  auto ob = (*other)->allocate(16 * sizeof(int32_t));
+  ASSERT_TRUE(k.ok() && oq.ok() && ob.ok());
+  const client::Arg args[] = {client::Arg::buffer(*ob), client::Arg::scalar<int32_t>(4)};
+  ASSERT_TRUE((*oq)->launch(*k, client::Dims{16}, nullptr, args).ok());
+  ASSERT_TRUE((*oq)->wait().ok());
+  auto after = (*other)->status();
+  EXPECT_EQ(after->cache_compilations, 3u);
+  EXPECT_EQ(after->cache_evictions, 2u);
+}
+
+}  // namespace
+}  // namespace kad::testing
