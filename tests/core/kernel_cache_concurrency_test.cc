@@ -12,19 +12,12 @@
 #include "absl/synchronization/notification.h"
 #include "core/kernel_cache.h"
 #include "gtest/gtest.h"
+#include "tests/core/compiled_stand_in.h"
 
 namespace kad {
 namespace {
 
-// What a backend returns, as far as the cache is concerned: an object it owns.
-class CompiledStandIn final : public CompiledKernel {
- public:
-  const KernelLimits& limits() const override { return limits_; }
-  uint64_t launch_configuration(uint64_t, uint64_t) const override { return 1; }
-
- private:
-  KernelLimits limits_;
-};
+using testing::CompiledStandIn;
 
 SpecializationKey key_of(const std::string& entry) {
   SpecializationKey key;

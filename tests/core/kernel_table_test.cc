@@ -11,18 +11,12 @@
 #include "core/kernel.h"
 #include "core/kernel_cache.h"
 #include "gtest/gtest.h"
+#include "tests/core/compiled_stand_in.h"
 
 namespace kad {
 namespace {
 
-class CompiledStandIn final : public CompiledKernel {
- public:
-  const KernelLimits& limits() const override { return limits_; }
-  uint64_t launch_configuration(uint64_t, uint64_t) const override { return 1; }
-
- private:
-  KernelLimits limits_;
-};
+using testing::CompiledStandIn;
 
 // Compiles anything at once; runs nothing.
 class CompilingDevice final : public Device {

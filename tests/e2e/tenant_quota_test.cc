@@ -305,12 +305,6 @@ TEST_F(TenantQuotas, ThousandsOfRequestsFromOneTenantLeaveAnotherTenantsLaunches
   EXPECT_TRUE(tenant_back_to_zero("local"));
 }
 
-}  // namespace
-}  // namespace kad::testing
-
-namespace kad::testing {
-namespace {
-
 // DESIGN §8's global guard: what clients make kad hold in its own host
 // memory (module copies, zero-copy buffers, channel rings) is bounded for
 // all of them together; past it a request is RESOURCE_EXHAUSTED naming
@@ -370,12 +364,6 @@ TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   EXPECT_EQ(held(), 0);
 }
-
-}  // namespace
-}  // namespace kad::testing
-
-namespace kad::testing {
-namespace {
 
 // DESIGN §8: kad's compiled-kernel cache keeps --max-compiled-kernels
 // entries, dropping the least recently used; a kernel that holds a dropped
