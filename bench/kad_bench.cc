@@ -64,6 +64,7 @@
 #include "server/engine.h"
 #include "server/kad_service.h"
 #include "server/shm_listener.h"
+#include "server/tenants.h"
 #include "tests/support/alloc_counter.h"
 #include "tests/support/daemon.h"
 #include "tests/support/in_process_daemon.h"
@@ -431,6 +432,19 @@ int worker(int argc, char** argv) {
   }
   const std::string uri = argv[3];
   ClientRunner r(uri);
+  if (mode == "busy" && argc >= 6) {  // a CPU-heavy launch + wait for S seconds; count to OUT
+    const Work heavy{"relax", "float", Shape{{1 << 20}, {}}, true};
+    if (!r.setup(heavy).ok()) return 1;
+    const double seconds = std::atof(argv[4]);
+    const auto start = Clock::now();
+    int64_t n = 0;
+    while (seconds_since(start) < seconds) {
+      if (!r.launch().ok() || !r.wait().ok()) return 1;
+      ++n;
+    }
+    std::ofstream(argv[5]) << n / seconds_since(start) << "\n";
+    return 0;
+  }
   if (!r.setup(first_launch_work()).ok()) return 1;
   if (mode == "latency") {  // N synchronous launches, each timed; written to OUT
     const int n = std::atoi(argv[4]);
@@ -511,6 +525,69 @@ void register_processes() {
       ->UseManualTime()
       ->Iterations(3)
       ->Unit(benchmark::kMillisecond);
+
+  // fair_share: two tenants (bearer tokens over TCP) of weights 4 and 1 in
+  // one priority class, two client processes each, launching a CPU-heavy
+  // kernel on the CPU device at once for three seconds; the daemon runs
+  // their kernels in workers at the tenants' niceness. Launches/s of each
+  // tenant and the ratio: 1 without shares, about 4 when the CPU follows
+  // the weights.
+  if (pocl) {
+    benchmark::RegisterBenchmark(
+        "worker-grpc-tcp/fair_share/tenants of weight 4 and 1, 2 clients each",
+        [](benchmark::State& s) {
+          const std::string dir = absl::StrFormat("/tmp/kad-bench-share-%d", getpid());
+          std::filesystem::create_directories(dir);
+          const char* tokens[] = {"bench-heavy-token-0123456789", "bench-light-token-0123456789"};
+          std::ofstream(dir + "/tokens") << tokens[0] << " heavy\n" << tokens[1] << " light\n";
+          kad::server::DaemonOptions options;
+          options.listen = {"tcp://127.0.0.1:0"};
+          options.workers.command = {KAD_DAEMON_PATH, {}};
+          options.tokens_file = dir + "/tokens";
+          kad::server::TenantSpec heavy, light;
+          heavy.name = "heavy";
+          heavy.weight = 4;
+          light.name = "light";
+          light.weight = 1;
+          options.limits.tenants = {heavy, light};
+          auto d = kad::server::Daemon::start(kad::discover_devices(), std::move(options));
+          if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
+          const std::string uri = (*d)->uris()[0];
+          // The kernel is built before the clock starts (once, for both).
+          setenv("KAD_TOKEN", tokens[0], 1);
+          kad::testing::wait_exit(
+              kad::testing::spawn({g_self, "--worker", "busy", uri, "0.2", dir + "/warm"}));
+          for (auto _ : s) {
+            std::vector<pid_t> pids;
+            std::vector<std::string> files;
+            const auto t = Clock::now();
+            for (int c = 0; c < 4; ++c) {
+              files.push_back(absl::StrFormat("%s/rate-%d", dir, c));
+              setenv("KAD_TOKEN", tokens[c % 2], 1);  // the clients inherit it
+              pids.push_back(
+                  kad::testing::spawn({g_self, "--worker", "busy", uri, "3", files.back()}));
+            }
+            unsetenv("KAD_TOKEN");
+            bool ok = true;
+            for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
+            if (!ok) return s.SkipWithError("a client failed");
+            double rate[2] = {0, 0};
+            for (int c = 0; c < 4; ++c) {
+              double r = 0;
+              std::ifstream(files[static_cast<size_t>(c)]) >> r;
+              rate[c % 2] += r;
+            }
+            s.SetIterationTime(seconds_since(t));
+            s.counters["heavy_per_s"] = rate[0];
+            s.counters["light_per_s"] = rate[1];
+            s.counters["ratio"] = rate[1] > 0 ? rate[0] / rate[1] : 0;
+          }
+          std::filesystem::remove_all(dir);
+        })
+        ->UseManualTime()
+        ->Iterations(1)
+        ->Unit(benchmark::kMillisecond);
+  }
 
   // concurrency: client processes launching on one device at once.
   const std::vector<int> counts =

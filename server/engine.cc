@@ -104,7 +104,8 @@ Device* Engine::session_device(Session& s, Device* shared) {
   if (!isolated(*shared)) return shared;
   std::shared_ptr<worker::IsolatedDevice>& own = s.isolated[shared];
   if (!own) {
-    own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_);
+    own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_,
+                                                   s.tenant() != nullptr ? s.tenant()->nice() : 0);
     workers_->watch(own);
   }
   return own.get();
@@ -601,6 +602,7 @@ EngineCounters Engine::counters() const {
     use.name = t->name();
     use.weight = t->spec().weight;
     use.priority = t->spec().priority;
+    use.cpu_nice = t->nice();
     for (int i = 0; i < kQuotaCount; ++i) {
       const Quota q = static_cast<Quota>(i);
       const size_t devices = q == Quota::kDeviceMemory ? registry_.devices.size() : 1;

@@ -66,6 +66,7 @@ struct EngineCounters {
     std::string name;
     uint32_t weight = 1;
     int32_t priority = 0;
+    int cpu_nice = 0;
     struct Use {
       std::string quota;   // its config key ("queues")
       std::string device;  // for device memory

@@ -157,6 +157,7 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
     w->set_name(t.name);
     w->set_weight(t.weight);
     w->set_priority(t.priority);
+    w->set_cpu_nice(t.cpu_nice);
     for (const auto& u : t.uses) {
       v1::TenantQuotaUse* q = w->add_quotas();
       q->set_quota(u.quota);

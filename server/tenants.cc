@@ -1,6 +1,7 @@
 #include "server/tenants.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -104,21 +105,42 @@ const std::shared_ptr<Budget>& Tenant::budget(Quota quota, size_t device) const 
   return budgets_[static_cast<int>(quota)];
 }
 
+int tenant_nice(const TenantSpec& tenant, const std::vector<TenantSpec>& all) {
+  std::vector<int32_t> classes;
+  uint32_t heaviest = tenant.weight;
+  for (const TenantSpec& t : all) {
+    if (t.priority > tenant.priority &&
+        std::find(classes.begin(), classes.end(), t.priority) == classes.end())
+      classes.push_back(t.priority);
+    if (t.priority == tenant.priority) heaviest = std::max(heaviest, t.weight);
+  }
+  const double halvings = std::log2(static_cast<double>(heaviest) / std::max(tenant.weight, 1u));
+  const int nice =
+      10 * static_cast<int>(classes.size()) + static_cast<int>(std::lround(3.0 * halvings));
+  return std::min(nice, 19);
+}
+
 Tenants::Tenants(std::vector<TenantSpec> specs, std::vector<std::string> device_ids)
     : device_ids_(std::move(device_ids)) {
   default_spec_.name = "default";
+  for (const TenantSpec& spec : specs)
+    if (spec.name == "default") default_spec_ = spec;
+  specs_ = specs;
+  if (std::none_of(specs_.begin(), specs_.end(),
+                   [](const TenantSpec& s) { return s.name == "default"; }))
+    specs_.push_back(default_spec_);
   absl::MutexLock lock(&mu_);
   for (TenantSpec& spec : specs) {
-    if (spec.name == "default") {
-      default_spec_ = spec;
-      continue;
-    }
+    if (spec.name == "default") continue;
     for (uint32_t uid : spec.uids) by_uid_[uid] = spec.name;
     for (const std::string& subject : spec.subjects) by_subject_[subject] = spec.name;
     const std::string name = spec.name;
+    const int nice = tenant_nice(spec, specs_);
     by_name_[name] = std::make_shared<Tenant>(std::move(spec), device_ids_);
+    by_name_[name]->set_nice(nice);
   }
   by_name_["default"] = std::make_shared<Tenant>(default_spec_, device_ids_);
+  by_name_["default"]->set_nice(tenant_nice(default_spec_, specs_));
 }
 
 std::shared_ptr<Tenant> Tenants::resolve(const CallerIdentity& caller) {
@@ -140,6 +162,7 @@ std::shared_ptr<Tenant> Tenants::resolve(const CallerIdentity& caller) {
     spec.uids.clear();
     spec.subjects.clear();
     tenant = std::make_shared<Tenant>(std::move(spec), device_ids_);
+    tenant->set_nice(tenant_nice(default_spec_, specs_));
   }
   return tenant;
 }

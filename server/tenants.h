@@ -148,6 +148,10 @@ class Tenant {
   Tenant(TenantSpec spec, const std::vector<std::string>& device_ids);
 
   const TenantSpec& spec() const { return spec_; }
+  // The niceness (0 to 19) of the processes that run its kernels on CPU
+  // devices: its share of the CPU against other tenants (Tenants sets it).
+  int nice() const { return nice_; }
+  void set_nice(int nice) { nice_ = nice; }
   const std::string& name() const { return spec_.name; }
   // The budget of `quota` (of device `device`, an index into the daemon's
   // devices, for kDeviceMemory).
@@ -158,9 +162,17 @@ class Tenant {
 
  private:
   TenantSpec spec_;
+  int nice_ = 0;
   std::array<std::shared_ptr<Budget>, kQuotaCount> budgets_;
   std::vector<std::shared_ptr<Budget>> device_memory_;  // one per device
 };
+
+// The niceness of a tenant's CPU workers: priority classes ten steps apart
+// (the highest at 0; about 9:1 CPU per class under Linux's scheduler, near
+// strict), and within a class each halving of the weight against the
+// class's heaviest three steps more (Linux gives about 1.25x per step, so
+// weights 1:2:4 share about 1:2:4), at most 19.
+int tenant_nice(const TenantSpec& tenant, const std::vector<TenantSpec>& all);
 
 class Tenants {
  public:
@@ -177,6 +189,7 @@ class Tenants {
  private:
   std::vector<std::string> device_ids_;
   TenantSpec default_spec_;
+  std::vector<TenantSpec> specs_;  // every configured tenant, default included
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<Tenant>> by_name_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint32_t, std::string> by_uid_;

@@ -101,9 +101,9 @@ int cmd_status(kad::Client& client, bool json) {
                                          json_escape(q.quota), json_escape(q.device), q.used,
                                          q.limit));
       }
-      tenants.push_back(absl::StrFormat(R"({"name":"%s","weight":%d,"priority":%d,"quotas":[%s]})",
-                                        json_escape(t.name), t.weight, t.priority,
-                                        absl::StrJoin(quotas, ",")));
+      tenants.push_back(absl::StrFormat(
+          R"({"name":"%s","weight":%d,"priority":%d,"cpu_nice":%d,"quotas":[%s]})",
+          json_escape(t.name), t.weight, t.priority, t.cpu_nice, absl::StrJoin(quotas, ",")));
     }
     absl::PrintF(R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
                  R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
@@ -163,7 +163,8 @@ int cmd_status(kad::Client& client, bool json) {
   }
   // Each tenant's use of its quotas, as "used/limit".
   for (const auto& t : s->tenants) {
-    absl::PrintF("tenant %s (weight %d, priority %d)\n", t.name, t.weight, t.priority);
+    absl::PrintF("tenant %s (weight %d, priority %d; CPU niceness %d)\n", t.name, t.weight,
+                 t.priority, t.cpu_nice);
     for (const auto& q : t.quotas) {
       absl::PrintF("  %-20s %-18s %llu/%llu\n", q.quota, q.device,
                    static_cast<unsigned long long>(q.used),

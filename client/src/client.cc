@@ -356,6 +356,7 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
     tenant.name = t.name();
     tenant.weight = t.weight();
     tenant.priority = t.priority();
+    tenant.cpu_nice = t.cpu_nice();
     for (const auto& q : t.quotas())
       tenant.quotas.push_back({q.quota(), q.device_id(), q.used(), q.limit()});
   }

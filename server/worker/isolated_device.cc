@@ -317,6 +317,12 @@ absl::Status IsolatedDevice::ensure_worker() {
   if (!w.ok()) return w.status();
   worker_ = *std::move(w);
   running_pid_.store(worker_->pid());
+  if (nice_ > 0) {
+    // The tenant's share of the CPU: a worker that cannot be given it runs
+    // at the default, said once per worker.
+    if (absl::Status s = worker_->set_nice(nice_); !s.ok())
+      spdlog::warn("{}", std::string(s.message()));
+  }
   // A spare comes with the device's recently used kernels already loaded.
   loaded_ = std::move(worker_->preloaded);
   worker_->preloaded.clear();

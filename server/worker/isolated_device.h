@@ -75,7 +75,9 @@ class WorkerKernel final : public CompiledKernel {
 class IsolatedDevice final : public Device, public DeadlineWatched {
  public:
   // `shared` is the daemon's own device object: its description only is used.
-  IsolatedDevice(Device& shared, WorkerPool& pool) : shared_(shared), pool_(pool) {}
+  // `nice`: the scheduling niceness its workers get (its tenant's CPU share).
+  IsolatedDevice(Device& shared, WorkerPool& pool, int nice = 0)
+      : shared_(shared), pool_(pool), nice_(nice) {}
   ~IsolatedDevice() override;  // stops the worker
 
   const DeviceInfo& info() const override { return shared_.info(); }
@@ -125,6 +127,7 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
 
   Device& shared_;
   WorkerPool& pool_;
+  const int nice_;
   mutable absl::Mutex mu_;
   std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
   std::atomic<pid_t> running_pid_{0};  // worker_'s, readable without mu_

@@ -2,6 +2,7 @@
 
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,6 +20,26 @@
 extern char** environ;
 
 namespace kad::server::worker {
+
+absl::Status WorkerProcess::set_nice(int nice) {
+  std::error_code ec;
+  int threads = 0;
+  for (const auto& task :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid_, "/task"), ec)) {
+    const std::string tid = task.path().filename().string();
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(tid)), nice) != 0) {
+      return absl::PermissionDeniedError(
+          absl::StrFormat("cannot give thread %s of worker %d niceness %d: %s", tid, pid_, nice,
+                          std::strerror(errno)));
+    }
+    ++threads;
+  }
+  if (ec || threads == 0) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot list the threads of worker %d: %s", pid_, ec.message()));
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const WorkerCommand& command,
                                                                     const std::string& device_id) {

@@ -46,6 +46,11 @@ class WorkerProcess {
   Connection& connection() { return connection_; }
   MessageReader& reader() { return reader_; }
 
+  // Gives every thread of the worker the scheduling niceness `nice` (0 to
+  // 19; threads it starts later inherit it): its tenant's share of the CPU
+  // (DESIGN §8). Niceness only rises: no privilege is needed.
+  absl::Status set_nice(int nice);
+
   // Kills the worker (and what it started) and reaps it; returns how it
   // ended ("killed by signal 9 (Killed)"). Idempotent.
   std::string stop();

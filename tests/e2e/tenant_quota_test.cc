@@ -11,12 +11,15 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kad/client.h"
 #include "kad/shm/v1/layout.h"
@@ -420,6 +423,95 @@ TEST(CompiledKernelCache, IsBoundedAndAKernelKeepsWhatItDropped) {
   auto after = (*other)->status();
   EXPECT_EQ(after->cache_compilations, 3u);
   EXPECT_EQ(after->cache_evictions, 2u);
+}
+
+// The niceness every thread of process `pid` has, or -100 where they
+// differ or cannot be read.
+int nice_of_threads(pid_t pid) {
+  int nice = -100;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::ifstream in(task.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    // Fields after the command's closing parenthesis: state is field 3,
+    // nice is field 19.
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    for (int i = 3; i <= 19 && fields >> field; ++i) {
+    }
+    const int n = std::stoi(field);
+    if (nice != -100 && nice != n) return -100;
+    nice = n;
+  }
+  return nice;
+}
+
+// The processes whose parent is `parent`: kad's workers.
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    if (stat.empty()) continue;
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string state;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    if (ppid == parent) out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+// DESIGN §8, a tenant's share of a CPU device: its kernels run in workers
+// at a niceness from its priority (classes ten steps apart) and weight
+// (three steps per halving within a class), which kactl status shows.
+TEST(TenantCpuShare, ATenantsWorkersRunAtTheNicenessOfItsPriorityAndWeight) {
+  char dir[] = "/tmp/kad-cpu-share-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::ofstream(std::string(dir) + "/tokens") << kGreedyToken << " batch\n"
+                                              << kCalmToken << " interactive\n";
+  std::ofstream(std::string(dir) + "/kad.toml") << "[tenants.interactive]\npriority = 1\n"
+                                                   "[tenants.default]\nweight = 4\n"
+                                                   "[tenants.batch]\nweight = 1\n";
+  auto d = Daemon::start({"--worker-spares", "0", "--tokens", std::string(dir) + "/tokens",
+                          "--config", std::string(dir) + "/kad.toml"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto observer = Client::connect((*d)->unix_uri(), "observer");
+  ASSERT_TRUE(observer.ok()) << observer.status();
+  auto status = (*observer)->status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  std::map<std::string, int> nice;
+  for (const auto& t : status->tenants) nice[t.name] = t.cpu_nice;
+  // interactive: the highest class; default: one class below, its heaviest;
+  // batch: default's class, a quarter of its weight (two halvings).
+  EXPECT_EQ(nice, (std::map<std::string, int>{{"batch", 16}, {"default", 10}, {"interactive", 0}}));
+
+  // A batch session's worker runs at 16, every thread of it.
+  client::ConnectOptions options;
+  options.token = kGreedyToken;
+  auto batch = Client::connect((*d)->tcp_uri(), "batch", options);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  auto q = (*batch)->create_queue();
+  auto b = (*batch)->allocate(16 * sizeof(int32_t));
+  auto m = (*batch)->load_module(kFillSource);
+  ASSERT_TRUE(q.ok() && b.ok() && m.ok());
+  auto k = (*batch)->get_kernel(
+      *m,
+      {.entry = "fill",
+       .args = {client::ArgSpec::buffer(), client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const client::Arg args[] = {client::Arg::buffer(*b), client::Arg::scalar<int32_t>(5)};
+  ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
+  ASSERT_TRUE((*q)->wait().ok());
+  std::vector<int> workers;
+  for (pid_t child : children_of((*d)->pid())) workers.push_back(nice_of_threads(child));
+  EXPECT_THAT(workers, ::testing::Contains(16)) << "no worker of kad runs at niceness 16";
+  // The observer's own session (default, on the UNIX socket) launched nothing: no worker at 10.
+  EXPECT_THAT(workers, ::testing::Not(::testing::Contains(10)));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -199,6 +199,7 @@ struct ServiceStatus {
     std::string name;
     uint32_t weight = 1;
     int32_t priority = 0;
+    int cpu_nice = 0;  // the niceness its kernels run at on CPU devices
     std::vector<QuotaUse> quotas;
   };
   std::vector<Tenant> tenants;
