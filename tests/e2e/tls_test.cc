@@ -187,7 +187,9 @@ TEST_F(Tls, AClientCertificatesSubjectNamesItsTenant) {
   }
   auto fourth = (*known)->create_queue();
   EXPECT_EQ(fourth.status().code(), absl::StatusCode::kResourceExhausted) << fourth.status();
-  EXPECT_TRUE(absl::StrContains(fourth.status().message(), "tenant `workstations`"))
+  EXPECT_TRUE(absl::StrContains(fourth.status().message(),
+                                "tenant `workstations` is at its quota of queues: 3 in use, 1 "
+                                "more asked, limit 3 (tenants.workstations.queues)"))
       << fourth.status();
 }
 
