@@ -19,21 +19,24 @@ grpc::Status to_grpc(const absl::Status& status) {
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
 }
 
+absl::StatusOr<std::string> KadService::token_tenant(const grpc::ServerContextBase& context) const {
+  if (!authenticator_.enabled()) return std::string();
+  const auto& metadata = context.client_metadata();
+  std::optional<absl::string_view> authorization;
+  if (auto it = metadata.find("authorization"); it != metadata.end())
+    authorization = absl::string_view(it->second.data(), it->second.size());
+  return authenticator_.check(context.peer(), authorization);
+}
+
 absl::Status KadService::authenticate(const grpc::ServerContextBase& context) const {
-  return identify(context).status();
+  return token_tenant(context).status();
 }
 
 absl::StatusOr<CallerIdentity> KadService::identify(const grpc::ServerContextBase& context) const {
   CallerIdentity caller;
-  if (authenticator_.enabled()) {
-    const auto& metadata = context.client_metadata();
-    std::optional<absl::string_view> authorization;
-    if (auto it = metadata.find("authorization"); it != metadata.end())
-      authorization = absl::string_view(it->second.data(), it->second.size());
-    absl::StatusOr<std::string> tenant = authenticator_.check(context.peer(), authorization);
-    if (!tenant.ok()) return tenant.status();
-    caller.token_tenant = *std::move(tenant);
-  }
+  absl::StatusOr<std::string> tenant = token_tenant(context);
+  if (!tenant.ok()) return tenant.status();
+  caller.token_tenant = *std::move(tenant);
   // A client certificate that mutual TLS verified.
   if (std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
       auth != nullptr && auth->IsPeerAuthenticated()) {

@@ -75,8 +75,13 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
 
  private:
   absl::StatusOr<std::shared_ptr<Session>> session_of(const grpc::ServerContextBase& context);
+  // OK when the call may be served (its token, where tokens are asked for):
+  // what every call checks first, cheaply.
   absl::Status authenticate(const grpc::ServerContextBase& context) const;
-  // Who the call comes from (tenants.h), once authenticated.
+  // The tenant the call's bearer token names ("" where none is asked for).
+  absl::StatusOr<std::string> token_tenant(const grpc::ServerContextBase& context) const;
+  // Who the call comes from (tenants.h), once authenticated: for OpenSession
+  // and GetStatus, which need it.
   absl::StatusOr<CallerIdentity> identify(const grpc::ServerContextBase& context) const;
 
   Engine& engine_;
