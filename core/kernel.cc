@@ -64,6 +64,10 @@ CompiledKernel* Kernel::find_in_table(const Device& device, const Specialization
 
 CompiledKernel* Kernel::table_entry(const Device& device, const Specialization& spec) {
   absl::MutexLock lock(&mu_);
+  return find_locked(device, spec);
+}
+
+CompiledKernel* Kernel::find_locked(const Device& device, const Specialization& spec) {
   for (size_t i = 0; i < entry_count_; ++i) {
     const Entry& e = entries_[i];
     if (e.device == &device && e.spec == spec) return e.compiled.get();
@@ -77,10 +81,7 @@ void Kernel::remember(const Device& device, const Specialization& spec,
                       std::shared_ptr<CompiledKernel> compiled) {
   absl::MutexLock lock(&mu_);
   // Another thread may have remembered the same one meanwhile.
-  for (size_t i = 0; i < entry_count_; ++i)
-    if (entries_[i].device == &device && entries_[i].spec == spec) return;
-  for (const Entry& e : more_entries_)
-    if (e.device == &device && e.spec == spec) return;
+  if (find_locked(device, spec) != nullptr) return;
   // Nothing is ever replaced: a launch in flight may still use any entry.
   if (entry_count_ < kInlineEntries) {
     entries_[entry_count_++] = Entry{&device, spec, std::move(compiled)};

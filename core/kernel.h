@@ -53,6 +53,8 @@ class Kernel {
   // The table's entry for `spec` on `device`, or null; counts no hit.
   CompiledKernel* table_entry(const Device& device, const Specialization& spec)
       ABSL_LOCKS_EXCLUDED(mu_);
+  CompiledKernel* find_locked(const Device& device, const Specialization& spec)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void remember(const Device& device, const Specialization& spec,
                 std::shared_ptr<CompiledKernel> compiled) ABSL_LOCKS_EXCLUDED(mu_);
   // RESOURCE_EXHAUSTED when the kernel holds kMaxSpecializations already.

@@ -48,8 +48,6 @@ absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::get_or_compile(
       absl::MutexLock parameters_lock(&parameters_mu_);
       parameters_.try_emplace(parameters_key(key.module_digest, key.entry), *params);
     }
-    // Used now (not a hit): the newest entry is not the one to drop.
-    shared->touch(clock_.fetch_add(1, std::memory_order_relaxed) + 1);
     result = std::move(shared);
   } else {
     result = compiled.status();
@@ -57,6 +55,10 @@ absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::get_or_compile(
   absl::MutexLock lock(&mu_);
   if (result.ok()) {
     ++compilations_;
+    // Used now, under the lock that stats() reads the ticks with: the newest
+    // entry is not the one to drop, and its tick is no hit.
+    (*result)->touch(clock_.fetch_add(1, std::memory_order_relaxed) + 1);
+    ++compile_ticks_;
     entries_.emplace(canonical, *result);
     evict();
   } else {
@@ -128,7 +130,7 @@ KernelCache::Stats KernelCache::stats() const {
   s.compilations = compilations_;
   s.failures = failures_;
   s.remembered_failures = remembered_failures_;
-  s.hits = hits_.load(std::memory_order_relaxed);
+  s.hits = clock_.load(std::memory_order_relaxed) - compile_ticks_;
   return s;
 }
 

@@ -65,7 +65,6 @@ class KernelCache {
   // A hit served without a map lookup (a Kernel's own table of entries):
   // counted, and the entry marked as used now. Allocates nothing.
   void record_hit(const CompiledKernel& used) {
-    hits_.fetch_add(1, std::memory_order_relaxed);
     used.touch(clock_.fetch_add(1, std::memory_order_relaxed) + 1);
   }
 
@@ -105,8 +104,11 @@ class KernelCache {
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t remembered_failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
-  std::atomic<uint64_t> hits_{0};
-  std::atomic<uint64_t> clock_{0};  // ticks once per use: CompiledKernel::touch
+  // Ticks once per use (CompiledKernel::touch): per hit, and per compile
+  // (counted in `compile_ticks_`), so hits are the difference: one atomic
+  // per warm launch.
+  std::atomic<uint64_t> clock_{0};
+  uint64_t compile_ticks_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kad

@@ -8,54 +8,32 @@
 
 namespace kad::server {
 
-const char* quota_key(Quota quota) {
-  switch (quota) {
-    case Quota::kSessions:
-      return "sessions";
-    case Quota::kDeviceMemory:
-      return "device_memory_bytes";
-    case Quota::kQueues:
-      return "queues";
-    case Quota::kStreams:
-      return "streams";
-    case Quota::kChannels:
-      return "channels";
-    case Quota::kModuleBytes:
-      return "module_bytes";
-    case Quota::kKernels:
-      return "kernels";
-    case Quota::kLaunchesInFlight:
-      return "launches_in_flight";
-  }
-  return "?";
-}
-
 namespace {
 
-// What a quota counts, as a message says it after a number.
+// Each quota's config key and what it counts, as a message says it after a
+// number; indexed by Quota.
+struct QuotaNames {
+  const char* key;
+  const char* noun;
+};
+constexpr QuotaNames kQuotaNames[kQuotaCount] = {
+    {"sessions", "sessions"},
+    {"device_memory_bytes", "bytes of device memory on "},  // + the device
+    {"queues", "queues"},
+    {"streams", "Submit streams"},
+    {"channels", "shared-memory channels"},
+    {"module_bytes", "bytes of modules"},
+    {"kernels", "kernels"},
+    {"launches_in_flight", "launches in flight"},
+};
+
 std::string quota_noun(Quota quota, const std::string& device) {
-  switch (quota) {
-    case Quota::kSessions:
-      return "sessions";
-    case Quota::kDeviceMemory:
-      return absl::StrCat("bytes of device memory on ", device);
-    case Quota::kQueues:
-      return "queues";
-    case Quota::kStreams:
-      return "Submit streams";
-    case Quota::kChannels:
-      return "shared-memory channels";
-    case Quota::kModuleBytes:
-      return "bytes of modules";
-    case Quota::kKernels:
-      return "kernels";
-    case Quota::kLaunchesInFlight:
-      return "launches in flight";
-  }
-  return "?";
+  return absl::StrCat(kQuotaNames[static_cast<int>(quota)].noun, device);
 }
 
 }  // namespace
+
+const char* quota_key(Quota quota) { return kQuotaNames[static_cast<int>(quota)].key; }
 
 absl::Status Budget::exhausted(uint64_t asked) const {
   return absl::ResourceExhaustedError(
@@ -82,8 +60,8 @@ absl::Status Charge::grow(uint64_t amount) {
   return absl::OkStatus();
 }
 
-Tenant::Tenant(TenantSpec spec, const std::vector<std::string>& device_ids)
-    : spec_(std::move(spec)) {
+Tenant::Tenant(TenantSpec spec, const std::vector<std::string>& device_ids, int nice)
+    : spec_(std::move(spec)), nice_(nice) {
   const std::string owner = absl::StrCat("tenant `", spec_.name, "`");
   auto make = [&](Quota q, const std::string& device) {
     return std::make_shared<Budget>(owner, quota_noun(q, device),
@@ -136,11 +114,10 @@ Tenants::Tenants(std::vector<TenantSpec> specs, std::vector<std::string> device_
     for (const std::string& subject : spec.subjects) by_subject_[subject] = spec.name;
     const std::string name = spec.name;
     const int nice = tenant_nice(spec, specs_);
-    by_name_[name] = std::make_shared<Tenant>(std::move(spec), device_ids_);
-    by_name_[name]->set_nice(nice);
+    by_name_[name] = std::make_shared<Tenant>(std::move(spec), device_ids_, nice);
   }
-  by_name_["default"] = std::make_shared<Tenant>(default_spec_, device_ids_);
-  by_name_["default"]->set_nice(tenant_nice(default_spec_, specs_));
+  by_name_["default"] =
+      std::make_shared<Tenant>(default_spec_, device_ids_, tenant_nice(default_spec_, specs_));
 }
 
 std::shared_ptr<Tenant> Tenants::resolve(const CallerIdentity& caller) {
@@ -161,8 +138,8 @@ std::shared_ptr<Tenant> Tenants::resolve(const CallerIdentity& caller) {
     spec.name = name;
     spec.uids.clear();
     spec.subjects.clear();
-    tenant = std::make_shared<Tenant>(std::move(spec), device_ids_);
-    tenant->set_nice(tenant_nice(default_spec_, specs_));
+    tenant =
+        std::make_shared<Tenant>(std::move(spec), device_ids_, tenant_nice(default_spec_, specs_));
   }
   return tenant;
 }

@@ -145,13 +145,13 @@ class Charge {
 
 class Tenant {
  public:
-  Tenant(TenantSpec spec, const std::vector<std::string>& device_ids);
+  // `nice`: tenant_nice() of its spec among the configured tenants.
+  Tenant(TenantSpec spec, const std::vector<std::string>& device_ids, int nice);
 
   const TenantSpec& spec() const { return spec_; }
   // The niceness (0 to 19) of the processes that run its kernels on CPU
   // devices: its share of the CPU against other tenants (Tenants sets it).
   int nice() const { return nice_; }
-  void set_nice(int nice) { nice_ = nice; }
   const std::string& name() const { return spec_.name; }
   // The budget of `quota` (of device `device`, an index into the daemon's
   // devices, for kDeviceMemory).
@@ -162,7 +162,7 @@ class Tenant {
 
  private:
   TenantSpec spec_;
-  int nice_ = 0;
+  const int nice_;
   std::array<std::shared_ptr<Budget>, kQuotaCount> budgets_;
   std::vector<std::shared_ptr<Budget>> device_memory_;  // one per device
 };

@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/worker/worker_confinement.h"
@@ -27,7 +28,9 @@ absl::Status WorkerProcess::set_nice(int nice) {
   for (const auto& task :
        std::filesystem::directory_iterator(absl::StrCat("/proc/", pid_, "/task"), ec)) {
     const std::string tid = task.path().filename().string();
-    if (setpriority(PRIO_PROCESS, static_cast<id_t>(std::stoi(tid)), nice) != 0) {
+    id_t id = 0;
+    if (!absl::SimpleAtoi(tid, &id)) continue;
+    if (setpriority(PRIO_PROCESS, id, nice) != 0) {
       return absl::PermissionDeniedError(
           absl::StrFormat("cannot give thread %s of worker %d niceness %d: %s", tid, pid_, nice,
                           std::strerror(errno)));
