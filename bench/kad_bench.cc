@@ -205,8 +205,17 @@ class InprocRunner final : public Runner {
 // The daemons of the client modes, in this process: kernels run in it
 // (shm, grpc-unix, grpc-tcp) or in worker processes it starts, as kad does
 // by default (worker-shm, worker-grpc-unix: the worker hop of DESIGN §8).
+// KAD_BENCH_DEVICE_QUEUE_DEPTH: the daemon's --device-queue-depth, to
+// measure the fair-share scheduler's cost on the launch path (0: off).
+uint32_t bench_queue_depth() {
+  uint32_t depth = kad::server::EngineLimits{}.device_queue_depth;
+  if (const char* e = std::getenv("KAD_BENCH_DEVICE_QUEUE_DEPTH"))
+    (void)absl::SimpleAtoi(e, &depth);
+  return depth;
+}
+
 kad::testing::InProcessDaemon& daemon(bool workers = false) {
-  static auto* d = new kad::testing::InProcessDaemon("bench");
+  static auto* d = new kad::testing::InProcessDaemon("bench", false, bench_queue_depth());
   static auto* w = new kad::testing::InProcessDaemon("bench-workers", /*workers=*/true);
   return workers ? *w : *d;
 }
@@ -445,6 +454,22 @@ int worker(int argc, char** argv) {
     std::ofstream(argv[5]) << n / seconds_since(start) << "\n";
     return 0;
   }
+  if (mode == "flood" && argc >= 7) {  // bursts of B CPU-heavy launches, a wait after each
+    const Work heavy{"relax", "float", Shape{{1 << 16}, {}}, true};
+    if (!r.setup(heavy).ok()) return 1;
+    const double seconds = std::atof(argv[4]);
+    const int burst = std::atoi(argv[6]);
+    const auto start = Clock::now();
+    int64_t n = 0;
+    while (seconds_since(start) < seconds) {
+      for (int i = 0; i < burst; ++i)
+        if (!r.launch().ok()) return 1;
+      if (!r.wait().ok()) return 1;
+      n += burst;
+    }
+    std::ofstream(argv[5]) << n / seconds_since(start) << "\n";
+    return 0;
+  }
   if (!r.setup(first_launch_work()).ok()) return 1;
   if (mode == "latency") {  // N synchronous launches, each timed; written to OUT
     const int n = std::atoi(argv[4]);
@@ -469,6 +494,159 @@ double time_process(const std::vector<std::string>& argv) {
   const auto t = Clock::now();
   const pid_t pid = kad::testing::spawn(argv);
   return kad::testing::wait_exit(pid) == 0 ? seconds_since(t) : -1;
+}
+
+// shared-grpc-tcp/fair_share: tenants (bearer tokens over TCP) on a device
+// that their sessions share in kad (PoCL without workers, as a GPU is
+// shared), whose DeviceScheduler decides whose launch goes next.
+struct ShareDaemon {
+  std::string dir, uri;
+  std::unique_ptr<kad::server::Daemon> daemon;
+  // Tenants a, b (one class) and hi (a class above): tokens "bench-share-NAME-token".
+  static absl::StatusOr<ShareDaemon> start(uint32_t weight_a, uint32_t weight_b,
+                                           uint32_t depth = 64) {
+    ShareDaemon d;
+    d.dir = absl::StrFormat("/tmp/kad-bench-shared-%d", getpid());
+    std::filesystem::create_directories(d.dir);
+    std::ofstream tokens(d.dir + "/tokens");
+    kad::server::DaemonOptions options;
+    options.listen = {"tcp://127.0.0.1:0"};
+    options.tokens_file = d.dir + "/tokens";
+    options.limits.device_queue_depth = depth;
+    for (const char* name : {"a", "b", "hi"}) {
+      tokens << "bench-share-" << name << "-token " << name << "\n";
+      kad::server::TenantSpec t;
+      t.name = name;
+      t.weight = name[0] == 'a' ? weight_a : name[0] == 'b' ? weight_b : 1;
+      t.priority = name[0] == 'h' ? 1 : 0;
+      options.limits.tenants.push_back(t);
+    }
+    tokens.close();
+    auto started = kad::server::Daemon::start(kad::discover_devices(), std::move(options));
+    if (!started.ok()) return started.status();
+    d.daemon = *std::move(started);
+    d.uri = d.daemon->uris()[0];
+    // The kernels are built before any clock starts.
+    d.client("a", {"flood", "0.2", "warm", "1"});
+    d.client("a", {"latency", "3", "warm"});
+    return d;
+  }
+  ~ShareDaemon() {
+    daemon.reset();
+    if (!dir.empty()) std::filesystem::remove_all(dir);
+  }
+  ShareDaemon() = default;
+  ShareDaemon(ShareDaemon&&) = default;
+  // A client process of `tenant`: kad_bench --worker MODE URI ARGS..., its
+  // output file named by args[1] under dir.
+  pid_t spawn(const std::string& tenant, std::vector<std::string> args) const {
+    setenv("KAD_TOKEN", absl::StrCat("bench-share-", tenant, "-token").c_str(), 1);
+    args[2] = dir + "/" + args[2];
+    std::vector<std::string> argv = {g_self, "--worker", args[0], uri, args[1], args[2]};
+    argv.insert(argv.end(), args.begin() + 3, args.end());
+    const pid_t pid = kad::testing::spawn(argv);
+    unsetenv("KAD_TOKEN");
+    return pid;
+  }
+  int client(const std::string& tenant, std::vector<std::string> args) const {
+    return kad::testing::wait_exit(spawn(tenant, std::move(args)));
+  }
+  double rate(const std::string& file) const {
+    double r = 0;
+    std::ifstream(dir + "/" + file) >> r;
+    return r;
+  }
+  // The p99 of a latency client's launches, in microseconds.
+  double p99_us(const std::string& file) const {
+    std::ifstream in(dir + "/" + file);
+    double total = 0, us = 0;
+    in >> total;
+    std::vector<double> v;
+    while (in >> us) v.push_back(us);
+    if (v.empty()) return -1;
+    std::sort(v.begin(), v.end());
+    return v[v.size() * 99 / 100];
+  }
+};
+
+void register_shared_fair_share() {
+  // Two tenants of one class, three client processes each, all with more
+  // work than the device takes (each client submits bursts and waits for
+  // each; three keep the tenant's backlog while one waits), for 3 s:
+  // launches/s of each tenant and a's share of all (0.5 for equal weights
+  // whatever each submits; 2/3 for weights 2:1).
+  struct Case {
+    const char* name;
+    uint32_t weight_a, weight_b;
+    int burst_a, burst_b;
+  };
+  // The device's queue depth decides what the scheduler can do: PoCL (as a
+  // GPU) runs the launches of all queues on it side by side, so a tenant's
+  // share follows the slots it holds only while the queue is shallower than
+  // the clients are many.
+  for (const uint32_t depth : {64u, 4u})
+    for (const Case c : {Case{"equal weights, tenant a submits 10x more", 1, 1, 160, 16},
+                         Case{"weights 2 and 1, equal submissions", 2, 1, 64, 64}}) {
+      benchmark::RegisterBenchmark(
+          absl::StrFormat("shared-grpc-tcp/fair_share/%s, depth %d", c.name, depth).c_str(),
+          [c, depth](benchmark::State& s) {
+            auto d = ShareDaemon::start(c.weight_a, c.weight_b, depth);
+            if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
+            for (auto _ : s) {
+              const auto t = Clock::now();
+              std::vector<pid_t> pids;
+              for (int i = 0; i < 3; ++i) {
+                pids.push_back(d->spawn(
+                    "a", {"flood", "3", absl::StrCat("rate-a", i), std::to_string(c.burst_a)}));
+                pids.push_back(d->spawn(
+                    "b", {"flood", "3", absl::StrCat("rate-b", i), std::to_string(c.burst_b)}));
+              }
+              bool ok = true;
+              for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
+              if (!ok) return s.SkipWithError("a client failed");
+              s.SetIterationTime(seconds_since(t));
+              double ra = 0, rb = 0;
+              for (int i = 0; i < 3; ++i) {
+                ra += d->rate(absl::StrCat("rate-a", i));
+                rb += d->rate(absl::StrCat("rate-b", i));
+              }
+              s.counters["a_per_s"] = ra;
+              s.counters["b_per_s"] = rb;
+              s.counters["a_share"] = ra + rb > 0 ? ra / (ra + rb) : 0;
+            }
+          })
+          ->UseManualTime()
+          ->Iterations(1)
+          ->Unit(benchmark::kMillisecond);
+    }
+  // A light tenant's synchronous launches (small saxpy, 300 of them): p99
+  // alone, then while tenant a floods the device (bursts of 160 heavy
+  // launches), first from the class above a's, then from a's own class.
+  benchmark::RegisterBenchmark(
+      "shared-grpc-tcp/fair_share/light tenant's p99 launch latency beside a heavy one",
+      [](benchmark::State& s) {
+        auto d = ShareDaemon::start(1, 1);
+        if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
+        for (auto _ : s) {
+          const auto t = Clock::now();
+          if (d->client("hi", {"latency", "300", "alone"}) != 0)
+            return s.SkipWithError("a client failed");
+          for (const char* light : {"hi", "b"}) {
+            const pid_t heavy = d->spawn("a", {"flood", "4", "heavy", "160"});
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));  // a fills the device
+            if (d->client(light, {"latency", "300", absl::StrCat("beside-", light)}) != 0 ||
+                kad::testing::wait_exit(heavy) != 0)
+              return s.SkipWithError("a client failed");
+          }
+          s.SetIterationTime(seconds_since(t));
+          s.counters["p99_alone_us"] = d->p99_us("alone");
+          s.counters["p99_higher_class_us"] = d->p99_us("beside-hi");
+          s.counters["p99_same_class_us"] = d->p99_us("beside-b");
+        }
+      })
+      ->UseManualTime()
+      ->Iterations(1)
+      ->Unit(benchmark::kMillisecond);
 }
 
 void register_processes() {
@@ -588,6 +766,8 @@ void register_processes() {
         ->Iterations(1)
         ->Unit(benchmark::kMillisecond);
   }
+
+  if (pocl) register_shared_fair_share();
 
   // concurrency: client processes launching on one device at once.
   const std::vector<int> counts =

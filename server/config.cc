@@ -49,6 +49,10 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--max-compiled-kernels", c.daemon.limits.max_compiled_kernels,
                  "compiled kernels kad's cache keeps; past it the least recently used go")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 24));
+  app.add_option("--device-queue-depth", c.daemon.limits.device_queue_depth,
+                 "launches a device shared by sessions in kad takes from all of them together; "
+                 "past it they wait in kad and go in fair order by tenant (0: no scheduling)")
+      ->check(CLI::Range(uint32_t{0}, uint32_t{1} << 16));
   app.add_option("--tls-cert", c.daemon.tls_cert, "PEM certificate: serve TCP with TLS");
   app.add_option("--tls-key", c.daemon.tls_key, "PEM private key for --tls-cert");
   app.add_option("--tls-client-ca", c.daemon.tls_client_ca,
@@ -135,6 +139,16 @@ ParseOutcome parse_config(int argc, char** argv) {
               app.get_option("--max-host-memory"));
       set_u64("max_compiled_kernels", c.daemon.limits.max_compiled_kernels,
               app.get_option("--max-compiled-kernels"));
+      uint64_t depth = c.daemon.limits.device_queue_depth;
+      set_u64("device_queue_depth", depth, app.get_option("--device-queue-depth"));
+      if (depth > (uint64_t{1} << 16)) {
+        out.exit = true;
+        out.exit_code = 2;
+        out.message = absl::StrCat("kad: ", config_file, ": device_queue_depth is ", depth,
+                                   ", more than the maximum of 65536");
+        return out;
+      }
+      c.daemon.limits.device_queue_depth = static_cast<uint32_t>(depth);
       if (app.get_option("--tls-cert")->count() == 0)
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)

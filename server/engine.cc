@@ -12,6 +12,7 @@
 #include "absl/strings/str_format.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
+#include "server/scheduled_queue.h"
 #include "server/sealed_memfd.h"
 #include "server/worker/isolated_device.h"
 #include "spdlog/spdlog.h"
@@ -91,6 +92,13 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
     for (const auto& d : registry_.devices) {
       if (isolated(*d)) workers_->keep_ready(d->info().id);
     }
+  }
+  // Sessions share a device in this process unless each has a worker of
+  // its own there: the shared ones are scheduled.
+  for (const auto& d : registry_.devices) {
+    schedulers_.push_back(limits_.device_queue_depth == 0 || isolated(*d)
+                              ? nullptr
+                              : std::make_unique<DeviceScheduler>(limits_.device_queue_depth));
   }
 }
 
@@ -465,6 +473,12 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
     q = s.isolated[*device]->create_queue(timeout);
   } else {
     q = on->create_queue();
+    if (q.ok() && schedulers_[index] != nullptr) {
+      const Tenant* tenant = s.tenant();
+      q = std::unique_ptr<Queue>(std::make_unique<ScheduledQueue>(
+          *schedulers_[index], *std::move(q), tenant, tenant ? tenant->spec().weight : 1,
+          tenant ? tenant->spec().priority : 0));
+    }
   }
   if (!q.ok()) {
     if (s.tenant() != nullptr) s.held.queues.shrink(1);
@@ -596,6 +610,13 @@ EngineCounters Engine::counters() const {
   }
   for (size_t i = 0; i < registry_.devices.size(); ++i) {
     c.devices.push_back({registry_.devices[i]->info().id, device_launches_[i]->load(), 0, 0, 0});
+    if (schedulers_[i] != nullptr) {
+      const DeviceScheduler::Stats st = schedulers_[i]->stats();
+      c.devices.back().queue_depth = st.depth;
+      c.devices.back().in_flight = st.in_flight;
+      c.devices.back().held = st.held;
+      c.devices.back().held_total = st.held_total;
+    }
   }
   for (const std::shared_ptr<Tenant>& t : tenants_.all()) {
     EngineCounters::TenantUse& use = c.tenants.emplace_back();

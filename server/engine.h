@@ -16,6 +16,7 @@
 #include "core/kernel_cache.h"
 #include "core/launch.h"
 #include "core/launch_request.h"
+#include "server/device_scheduler.h"
 #include "server/queue_finisher.h"
 #include "server/session.h"
 #include "server/tenants.h"
@@ -46,6 +47,10 @@ struct EngineLimits {
   uint64_t max_compiled_kernels = KernelCache::kDefaultMaxEntries;
   // Tenants and their quotas (tenants.h); none named: everyone is `default`.
   std::vector<TenantSpec> tenants;
+  // Launches a shared device takes from all sessions together; past them,
+  // launches wait in kad and go to the device in fair order
+  // (device_scheduler.h; --device-queue-depth). 0: straight to the device.
+  uint32_t device_queue_depth = 64;
 };
 
 struct EngineCounters {
@@ -57,6 +62,9 @@ struct EngineCounters {
   struct PerDevice {
     std::string id;
     uint64_t launches = 0, buffers = 0, buffer_bytes = 0, queues = 0;
+    // Its scheduler's (DeviceScheduler::Stats); depth 0 where it has none.
+    uint32_t queue_depth = 0;
+    uint64_t in_flight = 0, held = 0, held_total = 0;
   };
   std::vector<PerDevice> devices;
   bool draining = false;
@@ -202,6 +210,10 @@ class Engine {
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> sessions_opened_{0};
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> device_launches_;
+  // One per device whose sessions share it in this process (none for a
+  // device whose sessions run in workers); null with no scheduling.
+  // Declared before the sessions: their queues go first.
+  std::vector<std::unique_ptr<DeviceScheduler>> schedulers_;
   // Declared after the devices and the cache: destroyed before them.
   QueueFinisher finisher_;
 

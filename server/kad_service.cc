@@ -148,6 +148,10 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
     w->set_buffers(d.buffers);
     w->set_buffer_bytes(d.buffer_bytes);
     w->set_queues(d.queues);
+    w->set_queue_depth(d.queue_depth);
+    w->set_in_flight(d.in_flight);
+    w->set_held(d.held);
+    w->set_held_total(d.held_total);
   }
   // Tenants see their own use; kad's operator (its own user or root on the
   // UNIX socket, or the program it runs in) sees everyone's.

@@ -90,8 +90,10 @@ int cmd_status(kad::Client& client, bool json) {
     std::vector<std::string> devices;
     for (const auto& d : s->devices) {
       devices.push_back(
-          absl::StrFormat(R"({"id":"%s","launches":%d,"buffers":%d,"buffer_bytes":%d,"queues":%d})",
-                          json_escape(d.id), d.launches, d.buffers, d.buffer_bytes, d.queues));
+          absl::StrFormat(R"({"id":"%s","launches":%d,"buffers":%d,"buffer_bytes":%d,"queues":%d,)"
+                          R"("queue_depth":%d,"in_flight":%d,"held":%d,"held_total":%d})",
+                          json_escape(d.id), d.launches, d.buffers, d.buffer_bytes, d.queues,
+                          d.queue_depth, d.in_flight, d.held, d.held_total));
     }
     std::vector<std::string> tenants;
     for (const auto& t : s->tenants) {
@@ -154,12 +156,18 @@ int cmd_status(kad::Client& client, bool json) {
   absl::PrintF("memory     %llu of %llu bytes of kad's host memory held for clients\n",
                static_cast<unsigned long long>(s->host_memory_bytes),
                static_cast<unsigned long long>(s->host_memory_limit));
-  absl::PrintF("%-18s %-10s %-8s %-12s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES", "QUEUES");
+  absl::PrintF("%-18s %-10s %-8s %-12s %-7s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES",
+               "QUEUES", "SCHEDULED (on device/depth, waiting in kad, ever waited)");
   for (const auto& d : s->devices) {
-    absl::PrintF(
-        "%-18s %-10llu %-8llu %-12llu %llu\n", d.id.c_str(),
-        static_cast<unsigned long long>(d.launches), static_cast<unsigned long long>(d.buffers),
-        static_cast<unsigned long long>(d.buffer_bytes), static_cast<unsigned long long>(d.queues));
+    const std::string scheduled =
+        d.queue_depth == 0
+            ? std::string("-")
+            : absl::StrFormat("%d/%d, %d, %d", d.in_flight, d.queue_depth, d.held, d.held_total);
+    absl::PrintF("%-18s %-10llu %-8llu %-12llu %-7llu %s\n", d.id.c_str(),
+                 static_cast<unsigned long long>(d.launches),
+                 static_cast<unsigned long long>(d.buffers),
+                 static_cast<unsigned long long>(d.buffer_bytes),
+                 static_cast<unsigned long long>(d.queues), scheduled);
   }
   // Each tenant's use of its quotas, as "used/limit".
   for (const auto& t : s->tenants) {

@@ -184,6 +184,10 @@ struct ServiceStatus {
   struct Device {
     std::string id;
     uint64_t launches = 0, buffers = 0, buffer_bytes = 0, queues = 0;
+    // kad's fair-share scheduler on it: its queue's depth (0: none), the
+    // launches on it, those waiting in kad now, and all that ever waited.
+    uint32_t queue_depth = 0;
+    uint64_t in_flight = 0, held = 0, held_total = 0;
   };
   std::vector<Device> devices;
   // The daemon's own host memory clients made it hold, and its bound.

@@ -1,0 +1,198 @@
+#include "server/device_scheduler.h"
+
+#include <algorithm>
+#include <tuple>
+
+namespace kad::server {
+
+// A tenant's claim on one device, shared by its queues there.
+struct DeviceScheduler::Flow::Share {
+  const void* tenant = nullptr;
+  uint32_t weight = 1;
+  int32_t priority = 0;
+  double vtime = 0;    // nanoseconds of device time over the weight
+  uint32_t flows = 0;  // its queues on this device
+};
+
+namespace {
+
+// What a launch costs before its queue saw one end: a short kernel.
+constexpr double kFirstCostNs = 10'000;
+
+}  // namespace
+
+DeviceScheduler::DeviceScheduler(uint32_t depth)
+    : depth_(std::max<uint32_t>(depth, 1)), lower_class_cap_(std::max<uint32_t>(depth_ / 16, 1)) {
+  // Reserved now, so that a launch that must wait allocates nothing.
+  absl::MutexLock lock(&mu_);
+  waiters_.reserve(64);
+  classes_.reserve(8);
+}
+
+DeviceScheduler::Class& DeviceScheduler::class_locked(int32_t priority) {
+  for (Class& c : classes_)
+    if (c.priority == priority) return c;
+  classes_.push_back({priority, 0, 0, absl::InfinitePast()});
+  return classes_.back();
+}
+
+void DeviceScheduler::add_in_flight_locked(Flow& flow, int64_t delta) {
+  flow.in_flight_ = static_cast<uint32_t>(flow.in_flight_ + delta);
+  in_flight_ = static_cast<uint32_t>(in_flight_ + delta);
+  Class& c = class_locked(flow.share_.priority);
+  c.in_flight = static_cast<uint32_t>(c.in_flight + delta);
+  // Only a device with several classes needs to know when each was busy.
+  if (classes_.size() > 1) c.active = absl::Now();
+}
+
+bool DeviceScheduler::capped_locked(int32_t priority, absl::Time now) const {
+  for (const Class& c : classes_) {
+    if (c.priority > priority && (c.in_flight > 0 || c.held > 0 || now - c.active < kClassLinger))
+      return true;
+  }
+  return false;
+}
+
+DeviceScheduler::~DeviceScheduler() = default;
+
+DeviceScheduler::Flow::~Flow() { scheduler_.leave(*this); }
+
+std::unique_ptr<DeviceScheduler::Flow> DeviceScheduler::join(const void* tenant, uint32_t weight,
+                                                             int32_t priority) {
+  absl::MutexLock lock(&mu_);
+  Flow::Share* share = nullptr;
+  for (const auto& s : shares_)
+    if (s->tenant == tenant) share = s.get();
+  if (share == nullptr) {
+    shares_.push_back(std::make_unique<Flow::Share>());
+    share = shares_.back().get();
+    share->tenant = tenant;
+    share->weight = std::max<uint32_t>(weight, 1);
+    share->priority = priority;
+    // A tenant new to the device starts level with the others.
+    for (const auto& s : shares_) share->vtime = std::max(share->vtime, s->vtime);
+  }
+  ++share->flows;
+  (void)class_locked(share->priority);
+  return std::unique_ptr<Flow>(new Flow(*this, *share));
+}
+
+void DeviceScheduler::leave(Flow& flow) {
+  absl::MutexLock lock(&mu_);
+  add_in_flight_locked(flow, -static_cast<int64_t>(flow.in_flight_));
+  class_locked(flow.share_.priority).held -= flow.held_;
+  held_now_ -= flow.held_;
+  std::erase(waiters_, &flow);
+  --flow.share_.flows;
+  grant_locked();
+}
+
+bool DeviceScheduler::try_take_locked(Flow& flow) {
+  if (!waiters_.empty() || in_flight_ >= depth_) return false;
+  if (classes_.size() > 1 && capped_locked(flow.share_.priority, absl::Now()) &&
+      class_locked(flow.share_.priority).in_flight >= lower_class_cap_)
+    return false;
+  charge_locked(flow);
+  add_in_flight_locked(flow, 1);
+  return true;
+}
+
+void DeviceScheduler::hold_locked(Flow& flow) {
+  ++flow.held_;
+  ++class_locked(flow.share_.priority).held;
+  ++held_now_;
+  ++held_total_;
+  if (!flow.waiting_) {
+    catch_up_locked(flow);
+    flow.waiting_ = true;
+    waiters_.push_back(&flow);
+  }
+  grant_locked();
+}
+
+void DeviceScheduler::dispatched_locked(Flow& flow, bool sent) {
+  --flow.held_;
+  --flow.granted_;
+  --class_locked(flow.share_.priority).held;
+  --held_now_;
+  if (!sent) give_back_locked(flow);
+}
+
+void DeviceScheduler::give_back_locked(Flow& flow) {
+  add_in_flight_locked(flow, -1);
+  grant_locked();
+}
+
+void DeviceScheduler::release_locked(Flow& flow, uint32_t n, absl::Duration busy) {
+  if (n == 0) return;
+  n = std::min(n, flow.in_flight_);
+  add_in_flight_locked(flow, -static_cast<int64_t>(n));
+  // The cost of this queue's next launches: what its last ones took, smoothed.
+  const double each = absl::ToDoubleNanoseconds(busy) / n;
+  flow.cost_ns_ = flow.cost_ns_ == 0 ? each : 0.75 * flow.cost_ns_ + 0.25 * each;
+  grant_locked();
+}
+
+bool DeviceScheduler::others_wait_locked(const Flow& flow) const {
+  return std::any_of(waiters_.begin(), waiters_.end(), [&](const Flow* f) { return f != &flow; });
+}
+
+void DeviceScheduler::grant_locked() {
+  const absl::Time now = classes_.size() > 1 ? absl::Now() : absl::InfinitePast();
+  while (in_flight_ < depth_ && !waiters_.empty()) {
+    // Highest priority class, then the tenant furthest behind, then its
+    // queue furthest behind; a lower class only below its cap.
+    auto best = waiters_.end();
+    for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+      const Flow* f = *it;
+      if (classes_.size() > 1 && capped_locked(f->share_.priority, now) &&
+          class_locked(f->share_.priority).in_flight >= lower_class_cap_)
+        continue;
+      if (best == waiters_.end() ||
+          std::make_tuple(-f->share_.priority, f->share_.vtime, f->vtime_) <
+              std::make_tuple(-(*best)->share_.priority, (*best)->share_.vtime, (*best)->vtime_))
+        best = it;
+    }
+    if (best == waiters_.end()) return;  // only capped ones wait
+    Flow& flow = **best;
+    charge_locked(flow);
+    ++flow.granted_;
+    add_in_flight_locked(flow, 1);
+    if (flow.granted_ >= flow.held_) {
+      flow.waiting_ = false;
+      waiters_.erase(best);
+    }
+  }
+}
+
+void DeviceScheduler::charge_locked(Flow& flow) {
+  const double cost = flow.cost_ns_ > 0 ? flow.cost_ns_ : kFirstCostNs;
+  flow.vtime_ += cost;
+  flow.share_.vtime += cost / flow.share_.weight;
+}
+
+void DeviceScheduler::catch_up_locked(Flow& flow) {
+  // The least virtual time among the tenants waiting in the flow's class.
+  double now = -1, flows_now = -1;
+  for (const Flow* f : waiters_) {
+    if (f->share_.priority != flow.share_.priority) continue;
+    if (now < 0 || f->share_.vtime < now) now = f->share_.vtime;
+    if (&f->share_ == &flow.share_ && (flows_now < 0 || f->vtime_ < flows_now))
+      flows_now = f->vtime_;
+  }
+  if (now >= 0) flow.share_.vtime = std::max(flow.share_.vtime, now);
+  if (flows_now >= 0) flow.vtime_ = std::max(flow.vtime_, flows_now);
+}
+
+DeviceScheduler::Stats DeviceScheduler::stats() const {
+  absl::MutexLock lock(&mu_);
+  Stats s;
+  s.depth = depth_;
+  s.in_flight = in_flight_;
+  s.waiting_queues = waiters_.size();
+  s.held = held_now_;
+  s.held_total = held_total_;
+  return s;
+}
+
+}  // namespace kad::server

@@ -1,0 +1,145 @@
+// Which session's launch goes to a shared device next (DESIGN §8).
+//
+// A device that several sessions share in this process (a GPU, or a CPU
+// device when kad runs no workers) takes at most `depth` launches of all
+// sessions together. Past that, launches wait in kad (ScheduledQueue) and go
+// to the device as earlier ones end, in this order:
+//   1. strict priority between tenants' priority classes (higher first);
+//   2. within a class, weighted fair share between tenants: each tenant has a
+//      virtual time that a launch advances by its cost over the tenant's
+//      weight, and the tenant furthest behind goes next;
+//   3. within a tenant, the same between its queues, of equal weight.
+// A launch's cost is the device time its queue's launches took lately (what
+// the queue observes between completions), so that a tenant of long kernels
+// does not get more of the device than one of short kernels.
+//
+// While a higher priority class is busy (launches on the device or waiting,
+// or some within the last kClassLinger), a lower class holds at most
+// depth/16 slots (at least one): a high-priority launch then waits behind a
+// few lower ones on the device, not behind a full queue of them.
+//
+// One queue alone may fill the device (the bound is the device's, so that a
+// newcomer waits for at most `depth` launches, never for a greedy client's
+// thousands). CPU devices whose sessions run in workers are not scheduled
+// here: each session has its own worker process, and the kernel's CPU
+// scheduler shares the cores by the tenants' niceness (tenants.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+
+namespace kad::server {
+
+class DeviceScheduler {
+ public:
+  // One queue's claim on the device. All its fields are the scheduler's,
+  // under its mutex.
+  class Flow {
+   public:
+    ~Flow();
+    Flow(const Flow&) = delete;
+    Flow& operator=(const Flow&) = delete;
+
+    uint32_t in_flight() const { return in_flight_; }
+    uint32_t granted() const { return granted_; }
+
+   private:
+    friend class DeviceScheduler;
+    struct Share;
+    Flow(DeviceScheduler& scheduler, Share& share) : scheduler_(scheduler), share_(share) {}
+
+    DeviceScheduler& scheduler_;
+    Share& share_;
+    double vtime_ = 0;        // within its tenant's share, in nanoseconds of device time
+    double cost_ns_ = 0;      // what one launch of this queue costs lately; 0 before any ended
+    uint32_t in_flight_ = 0;  // slots it holds: launches on the device, and grants not yet used
+    uint32_t held_ = 0;       // launches waiting in kad for a slot
+    uint32_t granted_ = 0;    // slots granted to held launches, not yet dispatched
+    bool waiting_ = false;    // in the scheduler's waiters (held_ > granted_)
+  };
+
+  struct Stats {
+    uint32_t depth = 0;
+    uint64_t in_flight = 0;  // launches on the device (and slots granted for them)
+    uint64_t held = 0;       // launches waiting in kad for a slot
+    uint64_t waiting_queues = 0;
+    uint64_t held_total = 0;  // launches that ever waited in kad
+  };
+
+  static constexpr absl::Duration kClassLinger = absl::Milliseconds(20);
+
+  explicit DeviceScheduler(uint32_t depth);
+  ~DeviceScheduler();
+
+  uint32_t depth() const { return depth_; }
+  absl::Mutex& mu() ABSL_LOCK_RETURNED(mu_) { return mu_; }
+
+  // A new queue's flow, sharing `tenant`'s (any stable key; null for none)
+  // weight and priority with the tenant's other queues on this device.
+  std::unique_ptr<Flow> join(const void* tenant, uint32_t weight, int32_t priority);
+
+  // A slot for a launch of `flow` now: only when the device has one free
+  // and no other launch waits for one (they go first).
+  bool try_take_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A launch of `flow` waits in kad; a slot is granted to it in fair order
+  // (Flow::granted) once one is free.
+  void hold_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A slot try_take_locked gave goes back unused (the driver refused the launch).
+  void give_back_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A granted slot is used: the held launch went to the device (`sent`), or
+  // its dispatch failed and the slot goes back.
+  void dispatched_locked(Flow& flow, bool sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `n` launches of `flow` ended, having kept the device busy for `busy`.
+  void release_locked(Flow& flow, uint32_t n, absl::Duration busy)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Some launch other than `flow`'s waits for a slot: the flows on the
+  // device must learn when theirs end, so that slots come free.
+  bool others_wait_locked(const Flow& flow) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool anyone_waits_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !waiters_.empty(); }
+  // Grants what a higher class's lingering kept back once it lapsed: a queue
+  // whose launches wait calls it every kClassLinger.
+  void regrant_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { grant_locked(); }
+
+  Stats stats() const;
+
+ private:
+  friend class Flow;
+  void leave(Flow& flow);
+  // Grants free slots to waiting launches, best first.
+  void grant_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Charges `flow` (and its tenant) one launch's cost.
+  void charge_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A flow that starts to wait after a pause does not bank the time it
+  // spent idle: it resumes at the virtual time of those still waiting.
+  void catch_up_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  // A priority class on this device: what it holds, and when it last did.
+  struct Class {
+    int32_t priority = 0;
+    uint32_t in_flight = 0;
+    uint64_t held = 0;
+    absl::Time active;
+  };
+  Class& class_locked(int32_t priority) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `flow` gets (delta > 0) or gives back slots.
+  void add_in_flight_locked(Flow& flow, int64_t delta) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a higher class than `priority` keeps it to the lower classes' cap now.
+  bool capped_locked(int32_t priority, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
+  const uint32_t depth_;
+  const uint32_t lower_class_cap_;
+  mutable absl::Mutex mu_;
+  std::vector<Class> classes_ ABSL_GUARDED_BY(mu_);
+  uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t held_now_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
+  // Flows with launches waiting for a slot; a device has few queues.
+  std::vector<Flow*> waiters_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::unique_ptr<Flow::Share>> shares_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace kad::server

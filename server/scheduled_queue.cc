@@ -1,0 +1,239 @@
+#include "server/scheduled_queue.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace kad::server {
+
+namespace {
+
+// What a wait for `event` needs: it went to the device (or failed to).
+struct Sent {
+  const EventId* dispatched;
+  const bool* stop;
+  EventId event;
+  bool operator()() const { return *dispatched >= event || *stop; }
+};
+
+}  // namespace
+
+ScheduledQueue::ScheduledQueue(DeviceScheduler& scheduler, std::unique_ptr<Queue> queue,
+                               const void* tenant, uint32_t weight, int32_t priority)
+    : scheduler_(scheduler),
+      queue_(std::move(queue)),
+      flow_(scheduler.join(tenant, weight, priority)),
+      held_(std::make_unique<HeldLaunch[]>(kHeldLaunches)),
+      in_flight_(std::make_unique<InFlight[]>(scheduler.depth())) {
+  pump_ = std::thread([this] { pump(); });
+}
+
+ScheduledQueue::~ScheduledQueue() {
+  {
+    absl::MutexLock lock(&mu());
+    stop_ = true;
+  }
+  pump_.join();
+}
+
+absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
+                                                       const LaunchGeometry& geometry,
+                                                       const LaunchContext& context,
+                                                       std::span<const KernelArg> args) {
+  if (args.size() > kMaxKernelArgs) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a launch has ", args.size(), " arguments, more than the maximum of ", kMaxKernelArgs));
+  }
+  dispatch_mu_.Lock();
+  mu().Lock();
+  if (held_count_ == 0 && scheduler_.try_take_locked(*flow_)) {
+    // Uncontended: straight to the device, from this thread.
+    const EventId event = ++issued_;
+    mu().Unlock();
+    absl::StatusOr<EventId> sent = queue_->enqueue_kernel(kernel, geometry, context, args);
+    mu().Lock();
+    if (sent.ok()) {
+      sent_locked(event, *sent);
+      dispatched_ = event;
+    } else {
+      --issued_;  // no one else issued meanwhile: that takes dispatch_mu_
+      scheduler_.give_back_locked(*flow_);
+    }
+    mu().Unlock();
+    dispatch_mu_.Unlock();
+    if (!sent.ok()) return sent.status();
+    return event;
+  }
+  // The launch waits in kad for its turn; the pump sends it.
+  dispatch_mu_.Unlock();
+  mu().Await(absl::Condition(
+      +[](ScheduledQueue* q) { return q->held_count_ < kHeldLaunches || q->stop_; }, this));
+  if (stop_) {
+    mu().Unlock();
+    return absl::UnavailableError("the queue is closing: launch refused");
+  }
+  HeldLaunch& h = held_[(held_first_ + held_count_) % kHeldLaunches];
+  const EventId event = ++issued_;
+  h.event = event;
+  h.kernel = &kernel;
+  h.geometry = geometry;
+  h.context = context;
+  h.nargs = static_cast<uint32_t>(args.size());
+  std::copy(args.begin(), args.end(), h.args.begin());
+  ++held_count_;
+  scheduler_.hold_locked(*flow_);
+  mu().Unlock();
+  return event;
+}
+
+void ScheduledQueue::pump() {
+  absl::MutexLock lock(&mu());
+  const absl::Condition work(
+      +[](ScheduledQueue* q) {
+        return q->stop_ || (q->held_count_ > 0 && q->flow_->granted() > 0) ||
+               (q->in_flight_count_ > 0 && q->scheduler_.anyone_waits_locked());
+      },
+      this);
+  while (true) {
+    if (held_count_ > flow_->granted()) {
+      // Launches of ours wait: a higher class that kept them back may lapse
+      // with nothing else happening on the device.
+      if (!mu().AwaitWithTimeout(work, DeviceScheduler::kClassLinger)) {
+        scheduler_.regrant_locked();
+        continue;
+      }
+    } else {
+      mu().Await(work);
+    }
+    if (stop_) return;
+    if (held_count_ > 0 && flow_->granted() > 0) {
+      dispatch_granted();
+      continue;
+    }
+    // Someone waits for a slot: learn when ours end. With another queue
+    // waiting, each launch's end frees a slot for it at once; with only our
+    // own launches waiting, half of what is on the device at a time (fewer
+    // wake-ups, and the device never runs dry).
+    const uint32_t k = scheduler_.others_wait_locked(*flow_) ? 0 : (in_flight_count_ - 1) / 2;
+    const EventId event = in_flight_[(in_flight_first_ + k) % scheduler_.depth()].event;
+    absl::Status ended = wait_sent_locked(event);
+    if (!ended.ok()) note_error_locked(event, std::move(ended));
+  }
+}
+
+void ScheduledQueue::dispatch_granted() {
+  mu().Unlock();
+  dispatch_mu_.Lock();
+  mu().Lock();
+  while (held_count_ > 0 && flow_->granted() > 0 && !stop_) {
+    // The caller writes only past the held launches: this one stays as it is.
+    const HeldLaunch& h = held_[held_first_];
+    mu().Unlock();
+    absl::StatusOr<EventId> sent = queue_->enqueue_kernel(
+        *h.kernel, h.geometry, h.context, std::span<const KernelArg>(h.args.data(), h.nargs));
+    mu().Lock();
+    const EventId event = h.event;
+    held_first_ = (held_first_ + 1) % kHeldLaunches;
+    --held_count_;
+    scheduler_.dispatched_locked(*flow_, sent.ok());
+    if (sent.ok()) {
+      sent_locked(event, *sent);
+    } else {
+      note_error_locked(event, sent.status());
+    }
+    dispatched_ = event;
+  }
+  dispatch_mu_.Unlock();
+}
+
+void ScheduledQueue::sent_locked(EventId event, EventId device_event) {
+  InFlight& f = in_flight_[(in_flight_first_ + in_flight_count_) % scheduler_.depth()];
+  f.event = event;
+  f.device_event = device_event;
+  f.dispatched = absl::Now();
+  ++in_flight_count_;
+}
+
+void ScheduledQueue::ended_locked(EventId event) {
+  uint32_t n = 0;
+  absl::Time first;
+  while (in_flight_count_ > 0 && in_flight_[in_flight_first_].event <= event) {
+    if (n++ == 0) first = in_flight_[in_flight_first_].dispatched;
+    in_flight_first_ = (in_flight_first_ + 1) % scheduler_.depth();
+    --in_flight_count_;
+  }
+  if (n > 0) {
+    // The device worked on these from when the first went to it, or when
+    // the ones before them ended if that was later.
+    const absl::Time now = absl::Now();
+    scheduler_.release_locked(*flow_, n, now - std::max(first, last_end_));
+    last_end_ = now;
+  }
+  ended_ = std::max(ended_, event);
+}
+
+absl::Status ScheduledQueue::wait_sent_locked(EventId event) {
+  // The newest of ours on the device at or before `event`; none when all
+  // of those ended, or never reached the device.
+  EventId device_event = 0;
+  for (uint32_t i = in_flight_count_; i > 0; --i) {
+    const InFlight& f = in_flight_[(in_flight_first_ + i - 1) % scheduler_.depth()];
+    if (f.event <= event) {
+      device_event = f.device_event;
+      break;
+    }
+  }
+  absl::Status status;
+  if (device_event != 0) {
+    mu().Unlock();
+    status = queue_->wait(device_event);
+    mu().Lock();
+  }
+  // Ended, or failed on the device: either way no longer on it.
+  ended_locked(event);
+  return status;
+}
+
+void ScheduledQueue::note_error_locked(EventId event, absl::Status status) {
+  if (!error_.ok()) return;  // the first is what the next wait reports
+  error_ = absl::Status(status.code(),
+                        absl::StrCat("launch ", event, " on ", device().info().id,
+                                     " (it waited in kad for the device): ", status.message()));
+  error_event_ = event;
+}
+
+absl::Status ScheduledQueue::wait(EventId event) {
+  absl::MutexLock lock(&mu());
+  if (absl::Status s = check_issued(event, issued_ + 1); !s.ok()) return s;
+  const Sent sent{&dispatched_, &stop_, event};
+  mu().Await(absl::Condition(&sent));
+  absl::Status status;
+  if (event > ended_) status = wait_sent_locked(event);
+  if (status.ok() && !error_.ok() && error_event_ <= event) status = std::exchange(error_, {});
+  return status;
+}
+
+absl::Status ScheduledQueue::finish() {
+  EventId last;
+  {
+    absl::MutexLock lock(&mu());
+    last = issued_;
+  }
+  return wait(last);
+}
+
+absl::Status ScheduledQueue::write_buffer(Buffer& buffer, uint64_t offset,
+                                          std::span<const std::byte> data) {
+  // After every launch before it: those waiting in kad included.
+  if (absl::Status s = finish(); !s.ok()) return s;
+  return queue_->write_buffer(buffer, offset, data);
+}
+
+absl::Status ScheduledQueue::read_buffer(const Buffer& buffer, uint64_t offset,
+                                         std::span<std::byte> data) {
+  if (absl::Status s = finish(); !s.ok()) return s;
+  return queue_->read_buffer(buffer, offset, data);
+}
+
+}  // namespace kad::server

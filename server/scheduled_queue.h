@@ -1,0 +1,110 @@
+// A session's queue on a shared device, whose launches go to the device
+// when its DeviceScheduler grants them a slot (DESIGN §8).
+//
+// Event ids are the queue's own, issued at submission and consecutive as
+// the device's are: a launch that waits in kad has its id at once, and a
+// wait for it waits until it went to the device and ended there. Launches go
+// to the device in the order they were submitted. A launch that cannot be
+// dispatched later (the driver refuses it) is reported by the next wait,
+// naming the kernel's launch, as a launch's failure on the device is.
+//
+// Uncontended, a launch goes straight to the device from the caller's
+// thread. Otherwise it waits in a ring of its own (the caller blocks once
+// the ring is full), and the queue's pump thread dispatches it once granted
+// a slot, and learns when the queue's launches end so that slots come free
+// for everyone, whether or not the client ever waits.
+#pragma once
+
+#include <array>
+#include <memory>
+#include <span>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "core/backend.h"
+#include "core/kernel.h"
+#include "server/device_scheduler.h"
+
+namespace kad::server {
+
+class ScheduledQueue final : public Queue {
+ public:
+  // Launches that wait in kad per queue: past them, enqueue_kernel blocks
+  // (about 3.5 KB each, made with the queue so that a launch allocates nothing).
+  static constexpr uint32_t kHeldLaunches = 16;
+
+  ScheduledQueue(DeviceScheduler& scheduler, std::unique_ptr<Queue> queue, const void* tenant,
+                 uint32_t weight, int32_t priority);
+  ~ScheduledQueue() override;
+
+  Device& device() const override { return queue_->device(); }
+  absl::StatusOr<EventId> enqueue_kernel(CompiledKernel& kernel, const LaunchGeometry& geometry,
+                                         const LaunchContext& context,
+                                         std::span<const KernelArg> args) override;
+  absl::Status write_buffer(Buffer& buffer, uint64_t offset,
+                            std::span<const std::byte> data) override;
+  absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
+                           std::span<std::byte> data) override;
+  absl::Status wait(EventId event) override;
+  absl::Status finish() override;
+
+ private:
+  struct HeldLaunch {
+    EventId event = 0;
+    CompiledKernel* kernel = nullptr;
+    LaunchGeometry geometry;
+    LaunchContext context;
+    uint32_t nargs = 0;
+    std::array<KernelArg, kMaxKernelArgs> args;
+  };
+  struct InFlight {
+    EventId event = 0;  // ours
+    EventId device_event = 0;
+    absl::Time dispatched;
+  };
+
+  absl::Mutex& mu() const ABSL_LOCK_RETURNED(scheduler_.mu()) { return scheduler_.mu(); }
+  void pump();
+  // Sends granted held launches to the device, in order.
+  void dispatch_granted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
+  // Records a launch sent to the device.
+  void sent_locked(EventId event, EventId device_event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
+  // Our launches up to `event` ended: their slots come free.
+  void ended_locked(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
+  // Waits on the device for our `event` (which went to the device, or
+  // failed to), then marks what ended.
+  absl::Status wait_sent_locked(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
+  void note_error_locked(EventId event, absl::Status status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
+
+  DeviceScheduler& scheduler_;
+  std::unique_ptr<Queue> queue_;
+  std::unique_ptr<DeviceScheduler::Flow> flow_;
+  // Taken before the scheduler's mutex by whoever sends launches to the
+  // device (the caller, uncontended; the pump otherwise): one at a time, in order.
+  absl::Mutex dispatch_mu_ ABSL_ACQUIRED_BEFORE(scheduler_.mu());
+
+  EventId issued_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;      // the newest id handed out
+  EventId dispatched_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;  // the newest sent (or failed)
+  EventId ended_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;       // the newest known ended
+  absl::Time last_end_ ABSL_GUARDED_BY(scheduler_.mu());
+  // Held launches: a ring of kHeldLaunches.
+  std::unique_ptr<HeldLaunch[]> held_ ABSL_GUARDED_BY(scheduler_.mu());
+  uint32_t held_first_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  uint32_t held_count_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  // Launches on the device: a ring as deep as the device's queue.
+  std::unique_ptr<InFlight[]> in_flight_ ABSL_GUARDED_BY(scheduler_.mu());
+  uint32_t in_flight_first_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  uint32_t in_flight_count_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  // The first failure no wait has reported yet: a held launch the driver
+  // refused, or a failure the pump's wait saw.
+  absl::Status error_ ABSL_GUARDED_BY(scheduler_.mu());
+  EventId error_event_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  bool stop_ ABSL_GUARDED_BY(scheduler_.mu()) = false;
+  std::thread pump_;
+};
+
+}  // namespace kad::server

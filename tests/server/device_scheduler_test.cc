@@ -1,0 +1,248 @@
+// DESIGN §8's fair share, as DeviceScheduler decides it: which waiting
+// launch gets the next free slot of a shared device. No device: the tests
+// play the device, ending launches and giving slots back themselves.
+#include "server/device_scheduler.h"
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace kad::server {
+namespace {
+
+using Flow = DeviceScheduler::Flow;
+
+struct Tenant {
+  int key;
+};
+
+// Holds `n` launches of `flow`.
+void hold(DeviceScheduler& s, Flow& flow, int n) {
+  absl::MutexLock lock(&s.mu());
+  for (int i = 0; i < n; ++i) s.hold_locked(flow);
+}
+
+// The device as the tests play it: a granted launch goes to it at once and
+// ends after `cost` of device time, oldest first.
+struct PlayedDevice {
+  DeviceScheduler& s;
+  std::vector<Flow*> flows;
+  std::vector<Flow*> on_device;
+
+  // Which flow's launch each of the next `slots` freed slots went to.
+  std::vector<Flow*> serve(int slots, absl::Duration cost = absl::Microseconds(10)) {
+    std::vector<Flow*> order;
+    absl::MutexLock lock(&s.mu());
+    dispatch(nullptr);  // what was granted before: not the test's
+    while (static_cast<int>(order.size()) < slots && !on_device.empty()) {
+      Flow* done = on_device.front();
+      on_device.erase(on_device.begin());
+      s.release_locked(*done, 1, cost);
+      dispatch(&order);
+    }
+    return order;
+  }
+  void dispatch(std::vector<Flow*>* order) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu()) {
+    for (Flow* f : flows) {
+      while (f->granted() > 0) {
+        s.dispatched_locked(*f, true);
+        on_device.push_back(f);
+        if (order != nullptr) order->push_back(f);
+      }
+    }
+  }
+};
+
+int count(const std::vector<Flow*>& order, const Flow* f) {
+  return static_cast<int>(std::count(order.begin(), order.end(), f));
+}
+
+TEST(DeviceScheduler, UncontendedLaunchesTakeSlotsStraightUpToTheDeviceDepth) {
+  DeviceScheduler s(4);
+  Tenant t{1};
+  auto f = s.join(&t, 1, 0);
+  absl::MutexLock lock(&s.mu());
+  for (int i = 0; i < 4; ++i) EXPECT_TRUE(s.try_take_locked(*f)) << i;
+  EXPECT_FALSE(s.try_take_locked(*f)) << "a fifth launch on a device of depth 4";
+  s.release_locked(*f, 1, absl::Microseconds(5));
+  EXPECT_TRUE(s.try_take_locked(*f)) << "the slot an ended launch frees";
+}
+
+TEST(DeviceScheduler, ALaunchDoesNotTakeAFreeSlotAheadOfOnesAlreadyWaiting) {
+  DeviceScheduler s(1);
+  Tenant a{1}, b{2};
+  auto fa = s.join(&a, 1, 0), fb = s.join(&b, 1, 0);
+  absl::MutexLock lock(&s.mu());
+  ASSERT_TRUE(s.try_take_locked(*fa));
+  s.hold_locked(*fb);
+  EXPECT_TRUE(s.anyone_waits_locked());
+  EXPECT_TRUE(s.others_wait_locked(*fa));
+  EXPECT_FALSE(s.others_wait_locked(*fb));
+  s.release_locked(*fa, 1, absl::Microseconds(5));
+  EXPECT_EQ(fb->granted(), 1u) << "the freed slot goes to the launch that waited";
+  EXPECT_FALSE(s.try_take_locked(*fa));
+}
+
+TEST(DeviceScheduler, AHigherPriorityClassGoesFirstWhateverItHasUsed) {
+  DeviceScheduler s(1);
+  Tenant low{1}, high{2};
+  auto fl = s.join(&low, 8, 0), fh = s.join(&high, 1, 5);
+  hold(s, *fl, 10);  // the first goes to the device at once
+  hold(s, *fh, 5);
+  const std::vector<Flow*> order = PlayedDevice{s, {fl.get(), fh.get()}, {}}.serve(8);
+  ASSERT_EQ(order.size(), 8u);
+  for (size_t i = 0; i < 5; ++i) EXPECT_EQ(order[i], fh.get()) << "slot " << i;
+  for (size_t i = 5; i < 8; ++i) EXPECT_EQ(order[i], fl.get()) << "slot " << i;
+}
+
+TEST(DeviceScheduler, ALowerClassKeepsOnlyAFewSlotsWhileAHigherOneIsBusy) {
+  DeviceScheduler s(32);  // a lower class then keeps 32 / 16 = 2
+  Tenant low{1}, high{2};
+  auto fl = s.join(&low, 1, 0), fh = s.join(&high, 1, 1);
+  hold(s, *fl, 64);
+  absl::MutexLock lock(&s.mu());
+  ASSERT_EQ(fl->granted(), 32u);
+  for (int i = 0; i < 32; ++i) s.dispatched_locked(*fl, true);
+  s.hold_locked(*fh);
+  s.release_locked(*fl, 1, absl::Microseconds(10));
+  ASSERT_EQ(fh->granted(), 1u) << "the high class's launch takes the first free slot";
+  s.dispatched_locked(*fh, true);
+  s.release_locked(*fl, 29, absl::Microseconds(10));
+  EXPECT_EQ(fl->granted(), 0u) << "two low launches on the device are its cap";
+  s.release_locked(*fl, 1, absl::Microseconds(10));
+  EXPECT_EQ(fl->granted(), 1u);
+  s.dispatched_locked(*fl, true);
+  // The high class goes quiet; once it has lingered, the low one fills the device.
+  s.release_locked(*fh, 1, absl::Microseconds(10));
+  s.regrant_locked();
+  EXPECT_EQ(fl->granted(), 0u) << "within the linger";
+  s.mu().Unlock();
+  absl::SleepFor(DeviceScheduler::kClassLinger + absl::Milliseconds(5));
+  s.mu().Lock();
+  s.regrant_locked();
+  EXPECT_EQ(fl->granted(), 30u);
+}
+
+TEST(DeviceScheduler, TenantsOfOneClassShareSlotsByTheirWeights) {
+  DeviceScheduler s(2);
+  Tenant heavy{1}, light{2};
+  auto fh = s.join(&heavy, 2, 0), fl = s.join(&light, 1, 0);
+  hold(s, *fh, 400);
+  hold(s, *fl, 400);
+  const std::vector<Flow*> order = PlayedDevice{s, {fh.get(), fl.get()}, {}}.serve(300);
+  ASSERT_EQ(order.size(), 300u);
+  EXPECT_NEAR(count(order, fh.get()), 200, 2);
+  EXPECT_NEAR(count(order, fl.get()), 100, 2);
+}
+
+TEST(DeviceScheduler, ATenantsShareIsTheSameHoweverManyQueuesItSpreadsOver) {
+  DeviceScheduler s(2);
+  Tenant one{1}, many{2};
+  auto f1 = s.join(&one, 1, 0);
+  std::vector<std::unique_ptr<Flow>> fm;
+  for (int i = 0; i < 3; ++i) fm.push_back(s.join(&many, 1, 0));
+  hold(s, *f1, 400);
+  for (auto& f : fm) hold(s, *f, 400);
+  const std::vector<Flow*> order =
+      PlayedDevice{s, {f1.get(), fm[0].get(), fm[1].get(), fm[2].get()}, {}}.serve(300);
+  ASSERT_EQ(order.size(), 300u);
+  EXPECT_NEAR(count(order, f1.get()), 150, 2);
+  // ... and the tenant's own queues share its half equally.
+  for (auto& f : fm) EXPECT_NEAR(count(order, f.get()), 50, 2);
+}
+
+TEST(DeviceScheduler, ShareFollowsDeviceTimeNotLaunchCounts) {
+  // Two tenants of equal weight; one's launches take the device 4x longer.
+  DeviceScheduler s(1);
+  Tenant longer{1}, shorter{2};
+  auto fl = s.join(&longer, 1, 0), fs = s.join(&shorter, 1, 0);
+  hold(s, *fl, 400);
+  hold(s, *fs, 400);
+  std::vector<Flow*> order;
+  {
+    absl::MutexLock lock(&s.mu());
+    Flow* on_device = nullptr;
+    auto dispatch = [&] {
+      for (Flow* f : {fl.get(), fs.get()}) {
+        if (f->granted() > 0) {
+          s.dispatched_locked(*f, true);
+          on_device = f;
+          order.push_back(f);
+        }
+      }
+    };
+    dispatch();
+    while (order.size() < 250 && on_device != nullptr) {
+      Flow* done = std::exchange(on_device, nullptr);
+      s.release_locked(*done, 1,
+                       done == fl.get() ? absl::Microseconds(40) : absl::Microseconds(10));
+      dispatch();
+    }
+  }
+  ASSERT_GE(order.size(), 250u);
+  const int l = count(order, fl.get()), sh = count(order, fs.get());
+  // Device time: 40 us x l against 10 us x sh, equal within a few launches.
+  EXPECT_NEAR(40.0 * l, 10.0 * sh, 200.0) << l << " long and " << sh << " short launches";
+}
+
+TEST(DeviceScheduler, ATenantThatWasIdleDoesNotBankItsIdleTime) {
+  DeviceScheduler s(1);
+  Tenant busy{1}, late{2};
+  auto fb = s.join(&busy, 1, 0), fl = s.join(&late, 1, 0);
+  PlayedDevice device{s, {fb.get(), fl.get()}, {}};
+  hold(s, *fb, 600);
+  ASSERT_EQ(device.serve(300).size(), 300u);  // busy alone uses the device for a while
+  hold(s, *fl, 100);
+  const std::vector<Flow*> order = device.serve(100);
+  ASSERT_EQ(order.size(), 100u);
+  // From when it came, the late tenant gets its half, not everything until
+  // it has caught up with 300 launches.
+  EXPECT_NEAR(count(order, fl.get()), 50, 2);
+}
+
+TEST(DeviceScheduler, AFlowThatLeavesGivesItsSlotsToThoseWaiting) {
+  DeviceScheduler s(2);
+  Tenant a{1}, b{2};
+  auto fb = s.join(&b, 1, 0);
+  {
+    auto fa = s.join(&a, 1, 0);
+    absl::MutexLock lock(&s.mu());
+    ASSERT_TRUE(s.try_take_locked(*fa));
+    ASSERT_TRUE(s.try_take_locked(*fa));
+    s.hold_locked(*fb);
+    s.hold_locked(*fb);
+    EXPECT_EQ(fb->granted(), 0u);
+  }
+  EXPECT_EQ(fb->granted(), 2u) << "a queue that went (its session closed) holds no slot";
+  EXPECT_EQ(s.stats().in_flight, 2u);
+}
+
+TEST(DeviceScheduler, ADispatchTheDriverRefusedGivesItsSlotBack) {
+  DeviceScheduler s(1);
+  Tenant a{1};
+  auto f = s.join(&a, 1, 0);
+  absl::MutexLock lock(&s.mu());
+  s.hold_locked(*f);
+  ASSERT_EQ(f->granted(), 1u);
+  s.dispatched_locked(*f, false);
+  EXPECT_EQ(f->in_flight(), 0u);
+  EXPECT_TRUE(s.try_take_locked(*f));
+}
+
+TEST(DeviceScheduler, StatsCountWhatIsOnTheDeviceAndWhatWaits) {
+  DeviceScheduler s(2);
+  Tenant a{1};
+  auto f = s.join(&a, 1, 0);
+  hold(s, *f, 5);
+  const DeviceScheduler::Stats st = s.stats();
+  EXPECT_EQ(st.depth, 2u);
+  EXPECT_EQ(st.in_flight, 2u);
+  EXPECT_EQ(st.held, 5u) << "held launches, the two granted ones not yet sent included";
+  EXPECT_EQ(st.waiting_queues, 1u);
+  EXPECT_EQ(st.held_total, 5u);
+}
+
+}  // namespace
+}  // namespace kad::server
