@@ -10,19 +10,14 @@ struct DeviceScheduler::Flow::Share {
   const void* tenant = nullptr;
   uint32_t weight = 1;
   int32_t priority = 0;
-  double vtime = 0;    // nanoseconds of device time over the weight
+  double vtime = 0;    // launches over the weight
   uint32_t flows = 0;  // its queues on this device
 };
 
-namespace {
-
-// What a launch costs before its queue saw one end: a short kernel.
-constexpr double kFirstCostNs = 10'000;
-
-}  // namespace
-
 DeviceScheduler::DeviceScheduler(uint32_t depth)
-    : depth_(std::max<uint32_t>(depth, 1)), lower_class_cap_(std::max<uint32_t>(depth_ / 16, 1)) {
+    : depth_(std::max<uint32_t>(depth, 1)),
+      contended_depth_(std::max<uint32_t>(depth_ / 16, 1)),
+      lower_class_cap_(std::max<uint32_t>(contended_depth_ / 4, 1)) {
   // Reserved now, so that a launch that must wait allocates nothing.
   absl::MutexLock lock(&mu_);
   waiters_.reserve(64);
@@ -36,8 +31,20 @@ DeviceScheduler::Class& DeviceScheduler::class_locked(int32_t priority) {
   return classes_.back();
 }
 
+namespace {
+bool active(const DeviceScheduler::Flow& f) { return f.in_flight() > 0 || f.held() > 0; }
+}  // namespace
+
+void DeviceScheduler::note_active_locked(const Flow& flow, bool was) {
+  const bool now = active(flow);
+  if (now && !was) ++active_flows_;
+  if (was && !now) --active_flows_;
+}
+
 void DeviceScheduler::add_in_flight_locked(Flow& flow, int64_t delta) {
+  const bool was = active(flow);
   flow.in_flight_ = static_cast<uint32_t>(flow.in_flight_ + delta);
+  note_active_locked(flow, was);
   in_flight_ = static_cast<uint32_t>(in_flight_ + delta);
   Class& c = class_locked(flow.share_.priority);
   c.in_flight = static_cast<uint32_t>(c.in_flight + delta);
@@ -82,13 +89,19 @@ void DeviceScheduler::leave(Flow& flow) {
   add_in_flight_locked(flow, -static_cast<int64_t>(flow.in_flight_));
   class_locked(flow.share_.priority).held -= flow.held_;
   held_now_ -= flow.held_;
+  const bool was = active(flow);
+  flow.held_ = flow.granted_ = 0;
+  note_active_locked(flow, was);
   std::erase(waiters_, &flow);
   --flow.share_.flows;
   grant_locked();
 }
 
 bool DeviceScheduler::try_take_locked(Flow& flow) {
-  if (!waiters_.empty() || in_flight_ >= depth_) return false;
+  if (!waiters_.empty() || in_flight_ >= depth_now_locked()) return false;
+  // A queue that starts to use the device makes it contended: the others'
+  // launches already on it are not taken back, new ones wait their turn.
+  if (!active(flow) && active_flows_ > 0 && in_flight_ >= contended_depth_) return false;
   if (classes_.size() > 1 && capped_locked(flow.share_.priority, absl::Now()) &&
       class_locked(flow.share_.priority).in_flight >= lower_class_cap_)
     return false;
@@ -98,7 +111,9 @@ bool DeviceScheduler::try_take_locked(Flow& flow) {
 }
 
 void DeviceScheduler::hold_locked(Flow& flow) {
+  const bool was = active(flow);
   ++flow.held_;
+  note_active_locked(flow, was);
   ++class_locked(flow.share_.priority).held;
   ++held_now_;
   ++held_total_;
@@ -111,8 +126,10 @@ void DeviceScheduler::hold_locked(Flow& flow) {
 }
 
 void DeviceScheduler::dispatched_locked(Flow& flow, bool sent) {
+  const bool was = active(flow);
   --flow.held_;
   --flow.granted_;
+  note_active_locked(flow, was);
   --class_locked(flow.share_.priority).held;
   --held_now_;
   if (!sent) give_back_locked(flow);
@@ -123,13 +140,10 @@ void DeviceScheduler::give_back_locked(Flow& flow) {
   grant_locked();
 }
 
-void DeviceScheduler::release_locked(Flow& flow, uint32_t n, absl::Duration busy) {
+void DeviceScheduler::release_locked(Flow& flow, uint32_t n) {
   if (n == 0) return;
   n = std::min(n, flow.in_flight_);
   add_in_flight_locked(flow, -static_cast<int64_t>(n));
-  // The cost of this queue's next launches: what its last ones took, smoothed.
-  const double each = absl::ToDoubleNanoseconds(busy) / n;
-  flow.cost_ns_ = flow.cost_ns_ == 0 ? each : 0.75 * flow.cost_ns_ + 0.25 * each;
   grant_locked();
 }
 
@@ -139,7 +153,7 @@ bool DeviceScheduler::others_wait_locked(const Flow& flow) const {
 
 void DeviceScheduler::grant_locked() {
   const absl::Time now = classes_.size() > 1 ? absl::Now() : absl::InfinitePast();
-  while (in_flight_ < depth_ && !waiters_.empty()) {
+  while (in_flight_ < depth_now_locked() && !waiters_.empty()) {
     // Highest priority class, then the tenant furthest behind, then its
     // queue furthest behind; a lower class only below its cap.
     auto best = waiters_.end();
@@ -166,9 +180,8 @@ void DeviceScheduler::grant_locked() {
 }
 
 void DeviceScheduler::charge_locked(Flow& flow) {
-  const double cost = flow.cost_ns_ > 0 ? flow.cost_ns_ : kFirstCostNs;
-  flow.vtime_ += cost;
-  flow.share_.vtime += cost / flow.share_.weight;
+  flow.vtime_ += 1;
+  flow.share_.vtime += 1.0 / flow.share_.weight;
 }
 
 void DeviceScheduler::catch_up_locked(Flow& flow) {

@@ -6,23 +6,31 @@
 // to the device as earlier ones end, in this order:
 //   1. strict priority between tenants' priority classes (higher first);
 //   2. within a class, weighted fair share between tenants: each tenant has a
-//      virtual time that a launch advances by its cost over the tenant's
-//      weight, and the tenant furthest behind goes next;
+//      virtual time that each of its launches advances by one over the
+//      tenant's weight, and the tenant furthest behind goes next;
 //   3. within a tenant, the same between its queues, of equal weight.
-// A launch's cost is the device time its queue's launches took lately (what
-// the queue observes between completions), so that a tenant of long kernels
-// does not get more of the device than one of short kernels.
+// A share counts launches: tenants whose launches are alike get the device
+// time of their weights. (The time each launch spent on the device is what
+// should count; kad cannot tell it from what it sees: under contention the
+// time between a queue's completions measures the others' launches as much
+// as its own. The drivers' profiling timestamps would tell it.)
+//
+// One queue alone may fill the device to `depth` (a pipelining client keeps
+// it busy). While several queues have launches on it or waiting for it, it
+// takes only depth/16 (at least one): devices run the launches of all their
+// queues side by side (PoCL does; so do a GPU's hardware queues), so a
+// queue with a launch on the device gets its turn there whatever its
+// weight, and only a shallow queue lets the order above decide the shares
+// (and bounds how many launches a newcomer waits behind).
 //
 // While a higher priority class is busy (launches on the device or waiting,
-// or some within the last kClassLinger), a lower class holds at most
-// depth/16 slots (at least one): a high-priority launch then waits behind a
-// few lower ones on the device, not behind a full queue of them.
+// or some within the last kClassLinger), lower classes hold at most a
+// quarter of that (at least one slot): a high-priority launch waits behind
+// few lower ones on the device.
 //
-// One queue alone may fill the device (the bound is the device's, so that a
-// newcomer waits for at most `depth` launches, never for a greedy client's
-// thousands). CPU devices whose sessions run in workers are not scheduled
-// here: each session has its own worker process, and the kernel's CPU
-// scheduler shares the cores by the tenants' niceness (tenants.h).
+// CPU devices whose sessions run in workers are not scheduled here: each
+// session has its own worker process, and the kernel's CPU scheduler shares
+// the cores by the tenants' niceness (tenants.h).
 #pragma once
 
 #include <cstdint>
@@ -46,6 +54,7 @@ class DeviceScheduler {
 
     uint32_t in_flight() const { return in_flight_; }
     uint32_t granted() const { return granted_; }
+    uint32_t held() const { return held_; }
 
    private:
     friend class DeviceScheduler;
@@ -54,8 +63,7 @@ class DeviceScheduler {
 
     DeviceScheduler& scheduler_;
     Share& share_;
-    double vtime_ = 0;        // within its tenant's share, in nanoseconds of device time
-    double cost_ns_ = 0;      // what one launch of this queue costs lately; 0 before any ended
+    double vtime_ = 0;        // within its tenant's share, in launches
     uint32_t in_flight_ = 0;  // slots it holds: launches on the device, and grants not yet used
     uint32_t held_ = 0;       // launches waiting in kad for a slot
     uint32_t granted_ = 0;    // slots granted to held launches, not yet dispatched
@@ -93,9 +101,8 @@ class DeviceScheduler {
   // A granted slot is used: the held launch went to the device (`sent`), or
   // its dispatch failed and the slot goes back.
   void dispatched_locked(Flow& flow, bool sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `n` launches of `flow` ended, having kept the device busy for `busy`.
-  void release_locked(Flow& flow, uint32_t n, absl::Duration busy)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `n` launches of `flow` ended.
+  void release_locked(Flow& flow, uint32_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Some launch other than `flow`'s waits for a slot: the flows on the
   // device must learn when theirs end, so that slots come free.
   bool others_wait_locked(const Flow& flow) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -111,7 +118,7 @@ class DeviceScheduler {
   void leave(Flow& flow);
   // Grants free slots to waiting launches, best first.
   void grant_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Charges `flow` (and its tenant) one launch's cost.
+  // Charges `flow` (and its tenant) one launch.
   void charge_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // A flow that starts to wait after a pause does not bank the time it
   // spent idle: it resumes at the virtual time of those still waiting.
@@ -130,11 +137,22 @@ class DeviceScheduler {
   // Whether a higher class than `priority` keeps it to the lower classes' cap now.
   bool capped_locked(int32_t priority, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
+  // The device's queue depth now: all of it for one queue, a sixteenth
+  // while queues compete.
+  uint32_t depth_now_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return active_flows_ > 1 ? contended_depth_ : depth_;
+  }
+  // Keeps active_flows_: `flow` had launches on the device or waiting
+  // (`was`), and now may not, or the other way round.
+  void note_active_locked(const Flow& flow, bool was) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   const uint32_t depth_;
+  const uint32_t contended_depth_;
   const uint32_t lower_class_cap_;
   mutable absl::Mutex mu_;
   std::vector<Class> classes_ ABSL_GUARDED_BY(mu_);
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  uint32_t active_flows_ ABSL_GUARDED_BY(mu_) = 0;  // with launches on the device or waiting
   uint64_t held_now_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
   // Flows with launches waiting for a slot; a device has few queues.

@@ -151,25 +151,17 @@ void ScheduledQueue::sent_locked(EventId event, EventId device_event) {
   InFlight& f = in_flight_[(in_flight_first_ + in_flight_count_) % scheduler_.depth()];
   f.event = event;
   f.device_event = device_event;
-  f.dispatched = absl::Now();
   ++in_flight_count_;
 }
 
 void ScheduledQueue::ended_locked(EventId event) {
   uint32_t n = 0;
-  absl::Time first;
   while (in_flight_count_ > 0 && in_flight_[in_flight_first_].event <= event) {
-    if (n++ == 0) first = in_flight_[in_flight_first_].dispatched;
+    ++n;
     in_flight_first_ = (in_flight_first_ + 1) % scheduler_.depth();
     --in_flight_count_;
   }
-  if (n > 0) {
-    // The device worked on these from when the first went to it, or when
-    // the ones before them ended if that was later.
-    const absl::Time now = absl::Now();
-    scheduler_.release_locked(*flow_, n, now - std::max(first, last_end_));
-    last_end_ = now;
-  }
+  scheduler_.release_locked(*flow_, n);
   ended_ = std::max(ended_, event);
 }
 

@@ -62,7 +62,6 @@ class ScheduledQueue final : public Queue {
   struct InFlight {
     EventId event = 0;  // ours
     EventId device_event = 0;
-    absl::Time dispatched;
   };
 
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(scheduler_.mu()) { return scheduler_.mu(); }
@@ -90,7 +89,6 @@ class ScheduledQueue final : public Queue {
   EventId issued_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;      // the newest id handed out
   EventId dispatched_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;  // the newest sent (or failed)
   EventId ended_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;       // the newest known ended
-  absl::Time last_end_ ABSL_GUARDED_BY(scheduler_.mu());
   // Held launches: a ring of kHeldLaunches.
   std::unique_ptr<HeldLaunch[]> held_ ABSL_GUARDED_BY(scheduler_.mu());
   uint32_t held_first_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
