@@ -477,7 +477,9 @@ int worker(int argc, char** argv) {
     return 0;
   }
   if (!r.setup(first_launch_work()).ok()) return 1;
-  if (mode == "latency") {  // N synchronous launches, each timed; written to OUT
+  // N synchronous launches, each timed; written to OUT: the total seconds,
+  // the start on the machine's monotonic clock (µs), then each launch's µs.
+  if (mode == "latency") {
     const int n = std::atoi(argv[4]);
     std::vector<double> us;
     us.reserve(static_cast<size_t>(n));
@@ -489,7 +491,8 @@ int worker(int argc, char** argv) {
     }
     const double total = seconds_since(start);
     std::ofstream out(argv[5]);
-    out << total << "\n";
+    out << total << "\n"
+        << std::chrono::duration<double, std::micro>(start.time_since_epoch()).count() << "\n";
     for (double u : us) out << u << "\n";
     return 0;
   }
@@ -563,8 +566,8 @@ struct ShareDaemon {
   // The p99 of a latency client's launches, in microseconds.
   double p99_us(const std::string& file) const {
     std::ifstream in(dir + "/" + file);
-    double total = 0, us = 0;
-    in >> total;
+    double total = 0, start = 0, us = 0;
+    in >> total >> start;
     std::vector<double> v;
     while (in >> us) v.push_back(us);
     if (v.empty()) return -1;
@@ -790,14 +793,35 @@ void register_processes() {
               for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
               const double wall = seconds_since(t);
               if (!ok) return s.SkipWithError("a client failed");
-              std::vector<double> latencies, rates;
-              for (const std::string& f : files) {
-                std::ifstream in(f);
-                double total, us;
-                in >> total;
-                rates.push_back(launches / total);
-                while (in >> us) latencies.push_back(us);
-                std::filesystem::remove(f);
+              // Each client's rate within the window all of them ran in
+              // (their starts are a process spawn apart), from when each
+              // of its launches ended on the machine's monotonic clock.
+              std::vector<double> latencies, rates, starts, ends;
+              std::vector<std::vector<double>> done(files.size());
+              for (size_t i = 0; i < files.size(); ++i) {
+                std::ifstream in(files[i]);
+                double total = 0, start = 0, us = 0, at = 0;
+                in >> total >> start;
+                at = start;
+                while (in >> us) {
+                  latencies.push_back(us);
+                  at += us;
+                  done[i].push_back(at);
+                }
+                starts.push_back(start);
+                ends.push_back(start + total * 1e6);
+                std::filesystem::remove(files[i]);
+              }
+              const double from = *std::max_element(starts.begin(), starts.end());
+              const double to = *std::min_element(ends.begin(), ends.end());
+              for (size_t i = 0; i < files.size(); ++i) {
+                if (to <= from) {  // no common window: whole runs
+                  rates.push_back(launches / ((ends[i] - starts[i]) / 1e6));
+                  continue;
+                }
+                const auto in_window = std::count_if(done[i].begin(), done[i].end(),
+                                                     [&](double t) { return t > from && t <= to; });
+                rates.push_back(static_cast<double>(in_window) / ((to - from) / 1e6));
               }
               std::sort(latencies.begin(), latencies.end());
               const double sum = std::accumulate(rates.begin(), rates.end(), 0.0);
@@ -808,6 +832,7 @@ void register_processes() {
               s.counters["p50_us"] = latencies[latencies.size() / 2];
               s.counters["p99_us"] = latencies[latencies.size() * 99 / 100];
               s.counters["jain"] = sum * sum / (clients * squares);
+              s.counters["jain_window_ms"] = std::max(0.0, (to - from) / 1e3);
             }
           })
           ->UseManualTime()

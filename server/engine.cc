@@ -88,6 +88,16 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
   for (size_t i = 0; i < registry_.devices.size(); ++i)
     device_launches_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
   if (!workers.command.executable.empty()) {
+    // Tenants' CPU shares by control groups where kad may make them.
+    if (absl::StatusOr<std::unique_ptr<worker::CpuGroups>> groups = worker::CpuGroups::open();
+        groups.ok()) {
+      cpu_groups_ = *std::move(groups);
+      spdlog::info("tenants' workers share the CPU by their weights in CPU groups under {}",
+                   cpu_groups_->path());
+    } else {
+      spdlog::info("tenants' workers share the CPU by niceness alone: {}",
+                   std::string(groups.status().message()));
+    }
     workers_ = std::make_unique<worker::WorkerPool>(std::move(workers));
     for (const auto& d : registry_.devices) {
       if (isolated(*d)) workers_->keep_ready(d->info().id);
@@ -112,8 +122,11 @@ Device* Engine::session_device(Session& s, Device* shared) {
   if (!isolated(*shared)) return shared;
   std::shared_ptr<worker::IsolatedDevice>& own = s.isolated[shared];
   if (!own) {
-    own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_,
-                                                   s.tenant() != nullptr ? s.tenant()->nice() : 0);
+    worker::CpuShare share;
+    if (const Tenant* t = s.tenant()) {
+      share = {t->nice(), cpu_groups_.get(), t->name(), t->spec().weight, t->higher_classes()};
+    }
+    own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_, std::move(share));
     workers_->watch(own);
   }
   return own.get();

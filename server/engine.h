@@ -205,6 +205,9 @@ class Engine {
   KernelCache cache_;
   Tenants tenants_;
   std::shared_ptr<Budget> host_memory_;
+  // Tenants' CPU groups for their workers; null where kad cannot make them
+  // (niceness alone then). Declared before the workers: it goes after them.
+  std::unique_ptr<worker::CpuGroups> cpu_groups_;
   std::unique_ptr<worker::WorkerPool> workers_;  // null: no worker processes
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> launches_{0};

@@ -60,8 +60,9 @@ absl::Status Charge::grow(uint64_t amount) {
   return absl::OkStatus();
 }
 
-Tenant::Tenant(TenantSpec spec, const std::vector<std::string>& device_ids, int nice)
-    : spec_(std::move(spec)), nice_(nice) {
+Tenant::Tenant(TenantSpec spec, const std::vector<std::string>& device_ids, int nice,
+               int higher_classes)
+    : spec_(std::move(spec)), nice_(nice), higher_classes_(higher_classes) {
   const std::string owner = absl::StrCat("tenant `", spec_.name, "`");
   auto make = [&](Quota q, const std::string& device) {
     return std::make_shared<Budget>(owner, quota_noun(q, device),
@@ -83,18 +84,22 @@ const std::shared_ptr<Budget>& Tenant::budget(Quota quota, size_t device) const 
   return budgets_[static_cast<int>(quota)];
 }
 
-int tenant_nice(const TenantSpec& tenant, const std::vector<TenantSpec>& all) {
+int higher_classes(const TenantSpec& tenant, const std::vector<TenantSpec>& all) {
   std::vector<int32_t> classes;
-  uint32_t heaviest = tenant.weight;
   for (const TenantSpec& t : all) {
     if (t.priority > tenant.priority &&
         std::find(classes.begin(), classes.end(), t.priority) == classes.end())
       classes.push_back(t.priority);
-    if (t.priority == tenant.priority) heaviest = std::max(heaviest, t.weight);
   }
+  return static_cast<int>(classes.size());
+}
+
+int tenant_nice(const TenantSpec& tenant, const std::vector<TenantSpec>& all) {
+  uint32_t heaviest = tenant.weight;
+  for (const TenantSpec& t : all)
+    if (t.priority == tenant.priority) heaviest = std::max(heaviest, t.weight);
   const double halvings = std::log2(static_cast<double>(heaviest) / std::max(tenant.weight, 1u));
-  const int nice =
-      10 * static_cast<int>(classes.size()) + static_cast<int>(std::lround(3.0 * halvings));
+  const int nice = 10 * higher_classes(tenant, all) + static_cast<int>(std::lround(3.0 * halvings));
   return std::min(nice, 19);
 }
 
@@ -113,11 +118,12 @@ Tenants::Tenants(std::vector<TenantSpec> specs, std::vector<std::string> device_
     for (uint32_t uid : spec.uids) by_uid_[uid] = spec.name;
     for (const std::string& subject : spec.subjects) by_subject_[subject] = spec.name;
     const std::string name = spec.name;
-    const int nice = tenant_nice(spec, specs_);
-    by_name_[name] = std::make_shared<Tenant>(std::move(spec), device_ids_, nice);
+    const int nice = tenant_nice(spec, specs_), above = higher_classes(spec, specs_);
+    by_name_[name] = std::make_shared<Tenant>(std::move(spec), device_ids_, nice, above);
   }
   by_name_["default"] =
-      std::make_shared<Tenant>(default_spec_, device_ids_, tenant_nice(default_spec_, specs_));
+      std::make_shared<Tenant>(default_spec_, device_ids_, tenant_nice(default_spec_, specs_),
+                               higher_classes(default_spec_, specs_));
 }
 
 std::shared_ptr<Tenant> Tenants::resolve(const CallerIdentity& caller) {
@@ -139,7 +145,8 @@ std::shared_ptr<Tenant> Tenants::resolve(const CallerIdentity& caller) {
     spec.uids.clear();
     spec.subjects.clear();
     tenant =
-        std::make_shared<Tenant>(std::move(spec), device_ids_, tenant_nice(default_spec_, specs_));
+        std::make_shared<Tenant>(std::move(spec), device_ids_, tenant_nice(default_spec_, specs_),
+                                 higher_classes(default_spec_, specs_));
   }
   return tenant;
 }

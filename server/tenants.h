@@ -145,13 +145,17 @@ class Charge {
 
 class Tenant {
  public:
-  // `nice`: tenant_nice() of its spec among the configured tenants.
-  Tenant(TenantSpec spec, const std::vector<std::string>& device_ids, int nice);
+  // `nice`: tenant_nice() of its spec among the configured tenants;
+  // `higher_classes`: higher_classes() of it.
+  Tenant(TenantSpec spec, const std::vector<std::string>& device_ids, int nice,
+         int higher_classes = 0);
 
   const TenantSpec& spec() const { return spec_; }
   // The niceness (0 to 19) of the processes that run its kernels on CPU
   // devices: its share of the CPU against other tenants (Tenants sets it).
   int nice() const { return nice_; }
+  // The configured priority classes above its own (its CPU group's weight).
+  int higher_classes() const { return higher_classes_; }
   const std::string& name() const { return spec_.name; }
   // The budget of `quota` (of device `device`, an index into the daemon's
   // devices, for kDeviceMemory).
@@ -163,6 +167,7 @@ class Tenant {
  private:
   TenantSpec spec_;
   const int nice_;
+  const int higher_classes_;
   std::array<std::shared_ptr<Budget>, kQuotaCount> budgets_;
   std::vector<std::shared_ptr<Budget>> device_memory_;  // one per device
 };
@@ -173,6 +178,8 @@ class Tenant {
 // class's heaviest three steps more (Linux gives about 1.25x per step, so
 // weights 1:2:4 share about 1:2:4), at most 19.
 int tenant_nice(const TenantSpec& tenant, const std::vector<TenantSpec>& all);
+// How many distinct priorities above `tenant`'s the tenants `all` have.
+int higher_classes(const TenantSpec& tenant, const std::vector<TenantSpec>& all);
 
 class Tenants {
  public:

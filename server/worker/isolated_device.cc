@@ -317,10 +317,16 @@ absl::Status IsolatedDevice::ensure_worker() {
   if (!w.ok()) return w.status();
   worker_ = *std::move(w);
   running_pid_.store(worker_->pid());
-  if (nice_ > 0) {
-    // The tenant's share of the CPU: a worker that cannot be given it runs
-    // at the default, said once per worker.
-    if (absl::Status s = worker_->set_nice(nice_); !s.ok())
+  // The tenant's share of the CPU: a worker that cannot be given it runs
+  // at the default, said once per worker.
+  if (share_.groups != nullptr) {
+    if (absl::Status s = share_.groups->place(worker_->pid(), share_.tenant, share_.weight,
+                                              share_.higher_classes);
+        !s.ok())
+      spdlog::warn("worker {}: {}", worker_->pid(), std::string(s.message()));
+  }
+  if (share_.nice > 0) {
+    if (absl::Status s = worker_->set_nice(share_.nice); !s.ok())
       spdlog::warn("{}", std::string(s.message()));
   }
   // A spare comes with the device's recently used kernels already loaded.

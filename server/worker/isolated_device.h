@@ -31,6 +31,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "core/backend.h"
+#include "server/worker/cpu_groups.h"
 #include "server/worker/worker_pool.h"
 #include "server/worker/worker_process.h"
 
@@ -72,12 +73,23 @@ class WorkerKernel final : public CompiledKernel {
   std::shared_ptr<const std::string> request_;  // a serialized worker.v1.Compile
 };
 
+// A session's share of the CPU, as its tenant's: the tenant's CPU group
+// (cpu_groups.h) where kad makes them, and the niceness of every thread of
+// its workers in any case (all there is without groups).
+struct CpuShare {
+  int nice = 0;
+  CpuGroups* groups = nullptr;
+  std::string tenant;
+  uint32_t weight = 1;
+  int higher_classes = 0;  // priority classes above the tenant's
+};
+
 class IsolatedDevice final : public Device, public DeadlineWatched {
  public:
   // `shared` is the daemon's own device object: its description only is used.
-  // `nice`: the scheduling niceness its workers get (its tenant's CPU share).
-  IsolatedDevice(Device& shared, WorkerPool& pool, int nice = 0)
-      : shared_(shared), pool_(pool), nice_(nice) {}
+  // `share`: where its workers go, and their niceness.
+  IsolatedDevice(Device& shared, WorkerPool& pool, CpuShare share = {})
+      : shared_(shared), pool_(pool), share_(std::move(share)) {}
   ~IsolatedDevice() override;  // stops the worker
 
   const DeviceInfo& info() const override { return shared_.info(); }
@@ -127,7 +139,7 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
 
   Device& shared_;
   WorkerPool& pool_;
-  const int nice_;
+  const CpuShare share_;
   mutable absl::Mutex mu_;
   std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
   std::atomic<pid_t> running_pid_{0};  // worker_'s, readable without mu_

@@ -23,6 +23,7 @@
 #include "gtest/gtest.h"
 #include "kad/client.h"
 #include "kad/shm/v1/layout.h"
+#include "server/worker/cpu_groups.h"
 #include "tests/e2e/e2e.h"
 #include "tests/support/daemon.h"
 
@@ -511,7 +512,54 @@ TEST(TenantCpuShare, ATenantsWorkersRunAtTheNicenessOfItsPriorityAndWeight) {
   EXPECT_THAT(workers, ::testing::Contains(16)) << "no worker of kad runs at niceness 16";
   // The observer's own session (default, on the UNIX socket) launched nothing: no worker at 10.
   EXPECT_THAT(workers, ::testing::Not(::testing::Contains(10)));
+
+  // Where kad may make CPU groups (root on cgroup v1, a delegated v2
+  // subtree), the batch worker is in its tenant's, weighted one class down.
+  if (absl::StrContains((*d)->log(), "share the CPU by niceness alone")) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "kad cannot make CPU groups here: " << (*d)->log();
+  }
+  const std::string group = absl::StrCat("/kad-", (*d)->pid(), "/batch");
+  std::string found;
+  for (pid_t child : children_of((*d)->pid())) {
+    std::ifstream in(absl::StrCat("/proc/", child, "/cgroup"));
+    std::string line;
+    while (std::getline(in, line))
+      if (absl::EndsWith(line, group)) found = line;
+  }
+  EXPECT_FALSE(found.empty()) << "no worker of kad in a group ending " << group;
+  std::string weight;
+  for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup"}) {
+    for (const char* file : {"/cpu.shares", "/cpu.weight"}) {
+      std::ifstream in(std::string(root) + group + file);
+      if (in >> weight) break;
+    }
+    if (!weight.empty()) break;
+  }
+  // Weight 1 (1024 shares on v1, 100 on v2), one class below `interactive`: / 100.
+  EXPECT_THAT(weight, ::testing::AnyOf("10", "1")) << "the batch group's CPU weight";
+  // A kad that exits removes its groups.
+  const std::string mine = found.substr(found.rfind(':') + 1);
+  batch->reset();
+  observer->reset();
+  EXPECT_EQ((*d)->stop(SIGTERM), 0) << (*d)->log();
+  for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup"})
+    EXPECT_FALSE(std::filesystem::exists(std::string(root) + mine.substr(0, mine.rfind('/'))))
+        << root << mine;
   std::filesystem::remove_all(dir);
+}
+
+TEST(TenantCpuShare, GroupWeightsFollowWeightsAndPriorityClasses) {
+  using server::worker::CpuGroups;
+  EXPECT_EQ(CpuGroups::group_weight(1, 0, false), 1024u);
+  EXPECT_EQ(CpuGroups::group_weight(4, 0, false), 4096u);
+  EXPECT_EQ(CpuGroups::group_weight(1000, 0, false), 262144u) << "v1's maximum";
+  EXPECT_EQ(CpuGroups::group_weight(4, 1, false), 40u);
+  EXPECT_EQ(CpuGroups::group_weight(1, 2, false), 2u) << "v1's minimum";
+  EXPECT_EQ(CpuGroups::group_weight(1, 0, true), 100u);
+  EXPECT_EQ(CpuGroups::group_weight(200, 0, true), 10000u) << "v2's maximum";
+  EXPECT_EQ(CpuGroups::group_weight(3, 1, true), 3u);
+  EXPECT_EQ(CpuGroups::group_weight(1, 1, true), 1u) << "v2's minimum";
 }
 
 }  // namespace
