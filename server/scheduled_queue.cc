@@ -202,7 +202,10 @@ absl::Status ScheduledQueue::wait(EventId event) {
   mu().Await(absl::Condition(&sent));
   absl::Status status;
   if (event > ended_) status = wait_sent_locked(event);
-  if (status.ok() && !error_.ok() && error_event_ <= event) status = std::exchange(error_, {});
+  // The first failure is what a wait reports, once: one the pump saw (or a
+  // held launch the driver refused) comes before what the device says now,
+  // which may be the same failure again.
+  if (!error_.ok() && error_event_ <= event) status = std::exchange(error_, {});
   return status;
 }
 
