@@ -25,16 +25,14 @@ ScheduledQueue::ScheduledQueue(DeviceScheduler& scheduler, std::unique_ptr<Queue
       queue_(std::move(queue)),
       flow_(scheduler.join(tenant, weight, priority)),
       held_(std::make_unique<HeldLaunch[]>(kHeldLaunches)),
-      in_flight_(std::make_unique<InFlight[]>(scheduler.depth())) {
-  pump_ = std::thread([this] { pump(); });
-}
+      in_flight_(std::make_unique<InFlight[]>(scheduler.depth())) {}
 
 ScheduledQueue::~ScheduledQueue() {
   {
     absl::MutexLock lock(&mu());
     stop_ = true;
   }
-  pump_.join();
+  if (pump_.joinable()) pump_.join();
 }
 
 absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
@@ -45,6 +43,9 @@ absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
     return absl::InvalidArgumentError(absl::StrCat(
         "a launch has ", args.size(), " arguments, more than the maximum of ", kMaxKernelArgs));
   }
+  // The pump starts with the queue's first launch: a queue that never
+  // launches costs no thread.
+  std::call_once(pump_started_, [this] { pump_ = std::thread([this] { pump(); }); });
   dispatch_mu_.Lock();
   mu().Lock();
   if (held_count_ == 0 && scheduler_.try_take_locked(*flow_)) {

@@ -10,13 +10,15 @@
 //
 // Uncontended, a launch goes straight to the device from the caller's
 // thread. Otherwise it waits in a ring of its own (the caller blocks once
-// the ring is full), and the queue's pump thread dispatches it once granted
-// a slot, and learns when the queue's launches end so that slots come free
-// for everyone, whether or not the client ever waits.
+// the ring is full), and the queue's pump thread (started by its first
+// launch) dispatches it once granted a slot, and learns when the queue's
+// launches end so that slots come free for everyone, whether or not the
+// client ever waits.
 #pragma once
 
 #include <array>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <thread>
 
@@ -102,6 +104,7 @@ class ScheduledQueue final : public Queue {
   absl::Status error_ ABSL_GUARDED_BY(scheduler_.mu());
   EventId error_event_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
   bool stop_ ABSL_GUARDED_BY(scheduler_.mu()) = false;
+  std::once_flag pump_started_;
   std::thread pump_;
 };
 
