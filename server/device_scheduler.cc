@@ -10,8 +10,7 @@ struct DeviceScheduler::Flow::Share {
   const void* tenant = nullptr;
   uint32_t weight = 1;
   int32_t priority = 0;
-  double vtime = 0;    // launches over the weight
-  uint32_t flows = 0;  // its queues on this device
+  double vtime = 0;  // launches over the weight
 };
 
 DeviceScheduler::DeviceScheduler(uint32_t depth)
@@ -79,7 +78,6 @@ std::unique_ptr<DeviceScheduler::Flow> DeviceScheduler::join(const void* tenant,
     // A tenant new to the device starts level with the others.
     for (const auto& s : shares_) share->vtime = std::max(share->vtime, s->vtime);
   }
-  ++share->flows;
   (void)class_locked(share->priority);
   return std::unique_ptr<Flow>(new Flow(*this, *share));
 }
@@ -93,7 +91,6 @@ void DeviceScheduler::leave(Flow& flow) {
   flow.held_ = flow.granted_ = 0;
   note_active_locked(flow, was);
   std::erase(waiters_, &flow);
-  --flow.share_.flows;
   grant_locked();
 }
 

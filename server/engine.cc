@@ -81,7 +81,8 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
       cache_(limits_.max_compiled_kernels),
       tenants_(limits_.tenants, device_ids(registry_)),
       host_memory_(std::make_shared<Budget>(
-          "kad", "bytes of its own host memory (module copies, shared buffers, channel rings)",
+          "kad",
+          "bytes of its own host memory (module copies, shared buffers, channel and queue rings)",
           "--max-host-memory",
           limits_.max_host_memory_bytes != 0 ? limits_.max_host_memory_bytes
                                              : half_of_physical_memory())) {
@@ -486,11 +487,21 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
     q = s.isolated[*device]->create_queue(timeout);
   } else {
     q = on->create_queue();
-    if (q.ok() && schedulers_[index] != nullptr) {
+  }
+  // A queue on a scheduled device holds its held launches' ring in kad's
+  // memory: a client's queues count against the host-memory guard.
+  Charge rings;
+  if (q.ok() && !isolated(**device) && schedulers_[index] != nullptr) {
+    absl::StatusOr<Charge> charge =
+        charge_host_memory(ScheduledQueue::host_bytes(schedulers_[index]->depth()));
+    if (charge.ok()) {
+      rings = *std::move(charge);
       const Tenant* tenant = s.tenant();
       q = std::unique_ptr<Queue>(std::make_unique<ScheduledQueue>(
           *schedulers_[index], *std::move(q), tenant, tenant ? tenant->spec().weight : 1,
           tenant ? tenant->spec().priority : 0));
+    } else {
+      q = charge.status();
     }
   }
   if (!q.ok()) {
@@ -500,6 +511,7 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   if (effective != nullptr) *effective = timeout;
   auto sq = std::make_shared<SessionQueue>();
   sq->queue = *std::move(q);
+  sq->host_memory = std::move(rings);
   sq->device = on;
   sq->device_index = index;
   sq->isolated = on != *device;

@@ -37,6 +37,12 @@ class ScheduledQueue final : public Queue {
   // (about 3.5 KB each, made with the queue so that a launch allocates nothing).
   static constexpr uint32_t kHeldLaunches = 16;
 
+  // The memory kad holds for one queue on a device of `depth`: what its
+  // session is charged against the daemon's host-memory guard.
+  static uint64_t host_bytes(uint32_t depth) {
+    return uint64_t{kHeldLaunches} * sizeof(HeldLaunch) + uint64_t{depth} * sizeof(InFlight);
+  }
+
   ScheduledQueue(DeviceScheduler& scheduler, std::unique_ptr<Queue> queue, const void* tenant,
                  uint32_t weight, int32_t priority);
   ~ScheduledQueue() override;

@@ -45,6 +45,9 @@ struct SessionQueue {
   // The session's own device when the queue is on one: a wait outside the
   // session's lock keeps it alive. Declared first, so that it goes last.
   std::shared_ptr<worker::IsolatedDevice> owner;
+  // Of the daemon's host memory, for a scheduled queue's rings; given back
+  // after the queue goes.
+  Charge host_memory;
   std::unique_ptr<Queue> queue;
   Device* device = nullptr;
   size_t device_index = 0;

@@ -23,6 +23,8 @@
 #include "gtest/gtest.h"
 #include "kad/client.h"
 #include "kad/shm/v1/layout.h"
+#include "server/engine.h"
+#include "server/scheduled_queue.h"
 #include "server/worker/cpu_groups.h"
 #include "tests/e2e/e2e.h"
 #include "tests/support/daemon.h"
@@ -310,7 +312,7 @@ TEST_F(TenantQuotas, ThousandsOfRequestsFromOneTenantLeaveAnotherTenantsLaunches
 }
 
 // DESIGN §8's global guard: what clients make kad hold in its own host
-// memory (module copies, zero-copy buffers, channel rings) is bounded for
+// memory (module copies, zero-copy buffers, channel and queue rings) is bounded for
 // all of them together; past it a request is RESOURCE_EXHAUSTED naming
 // --max-host-memory, and what goes gives its share back.
 TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
@@ -336,10 +338,13 @@ TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
   EXPECT_TRUE(absl::StrContains(
       more.status().message(),
       "kad is at its quota of bytes of its own host memory (module copies, shared buffers, "
-      "channel rings): 2000000 in use, 6500000 more asked, limit 8000000 (--max-host-memory)"))
+      "channel and queue rings): 2000000 in use, 6500000 more asked, limit 8000000 "
+      "(--max-host-memory)"))
       << more.status();
 
-  // A module's copy and a channel's rings count too.
+  // A module's copy, a channel's rings and a scheduled queue's rings count too.
+  const int64_t queue_rings = static_cast<int64_t>(
+      server::ScheduledQueue::host_bytes(server::EngineLimits{}.device_queue_depth));
   auto module = (*c)->load_module(kFillSource);
   ASSERT_TRUE(module.ok()) << module.status();
   EXPECT_EQ(held(), 2000000 + static_cast<int64_t>(std::string(kFillSource).size()));
@@ -348,8 +353,9 @@ TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
   auto channel = (*shm)->create_queue();
   ASSERT_TRUE(channel.ok()) << channel.status();
   ASSERT_TRUE((*channel)->shared_memory());
-  EXPECT_EQ(held(), 2000000 + static_cast<int64_t>(std::string(kFillSource).size() +
-                                                   shm::v1::kChannelBytes));
+  EXPECT_EQ(held(),
+            2000000 + queue_rings +
+                static_cast<int64_t>(std::string(kFillSource).size() + shm::v1::kChannelBytes));
   channel->reset();
   shm->reset();
   // kad sees the channel's client go a moment later.
