@@ -55,6 +55,10 @@ absl::StatusOr<Charge> Charge::take(std::shared_ptr<Budget> budget, uint64_t amo
 }
 
 absl::Status Charge::grow(uint64_t amount) {
+  // A charge given back (its session closed while a request of it still
+  // ran) holds no budget: the request is refused, not the daemon crashed.
+  if (budget_ == nullptr)
+    return absl::FailedPreconditionError("the session is closing: request refused");
   if (absl::Status s = budget_->take(amount); !s.ok()) return s;
   amount_ += amount;
   return absl::OkStatus();
