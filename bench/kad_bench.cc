@@ -454,8 +454,11 @@ int worker(int argc, char** argv) {
     std::ofstream(argv[5]) << n / seconds_since(start) << "\n";
     return 0;
   }
-  if (mode == "flood" && argc >= 7) {  // bursts of B CPU-heavy launches, a wait after each
-    const Work heavy{"relax", "float", Shape{{1 << 16}, {}}, true};
+  // Bursts of B CPU-heavy launches, a wait after each; with SCALE (argv[7]),
+  // launches of SCALE times the items.
+  if (mode == "flood" && argc >= 7) {
+    const int64_t scale = argc >= 8 ? std::max(1, std::atoi(argv[7])) : 1;
+    const Work heavy{"relax", "float", Shape{{scale << 16}, {}}, true};
     if (!r.setup(heavy).ok()) return 1;
     // Launches/s within [0.5 s, S): a burst that straddles an edge counts
     // in proportion. The client goes on for a second more, so that every
@@ -544,6 +547,7 @@ struct ShareDaemon {
     d.uri = d.daemon->uris()[0];
     // The kernels are built before any clock starts.
     d.client("a", {"flood", "0.1", "warm", "1"});
+    d.client("a", {"flood", "0.1", "warm", "1", "8"});
     d.client("a", {"latency", "3", "warm"});
     return d;
   }
@@ -589,15 +593,18 @@ void register_shared_fair_share() {
   // Two tenants of one class, three client processes each, all with more
   // work than the device takes (each client submits bursts and waits for
   // each; three keep the tenant's backlog while one waits), for 3 s:
-  // launches/s of each tenant and a's share of all (0.5 for equal weights
-  // whatever each submits; 2/3 for weights 2:1).
+  // launches/s of each tenant and a's share of the device's time (0.5 for
+  // equal weights whatever each submits; 2/3 for weights 2:1). Where a's
+  // launches are `scale_a` times b's work, a's share counts them so.
   struct Case {
     const char* name;
     uint32_t weight_a, weight_b;
     int burst_a, burst_b;
+    int scale_a = 1;
   };
   for (const Case c : {Case{"equal weights, tenant a submits 10x more", 1, 1, 160, 16},
-                       Case{"weights 2 and 1, equal submissions", 2, 1, 64, 64}}) {
+                       Case{"weights 2 and 1, equal submissions", 2, 1, 64, 64},
+                       Case{"equal weights, tenant a's launches 8x longer", 1, 1, 16, 16, 8}}) {
     benchmark::RegisterBenchmark(
         absl::StrCat("shared-grpc-tcp/fair_share/", c.name).c_str(),
         [c](benchmark::State& s) {
@@ -607,8 +614,8 @@ void register_shared_fair_share() {
             const auto t = Clock::now();
             std::vector<pid_t> pids;
             for (int i = 0; i < 3; ++i) {
-              pids.push_back(d->spawn(
-                  "a", {"flood", "3", absl::StrCat("rate-a", i), std::to_string(c.burst_a)}));
+              pids.push_back(d->spawn("a", {"flood", "3", absl::StrCat("rate-a", i),
+                                            std::to_string(c.burst_a), std::to_string(c.scale_a)}));
               pids.push_back(d->spawn(
                   "b", {"flood", "3", absl::StrCat("rate-b", i), std::to_string(c.burst_b)}));
             }
@@ -623,7 +630,8 @@ void register_shared_fair_share() {
             }
             s.counters["a_per_s"] = ra;
             s.counters["b_per_s"] = rb;
-            s.counters["a_share"] = ra + rb > 0 ? ra / (ra + rb) : 0;
+            const double ta = ra * c.scale_a;
+            s.counters["a_share"] = ta + rb > 0 ? ta / (ta + rb) : 0;
           }
         })
         ->UseManualTime()

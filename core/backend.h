@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -98,6 +99,13 @@ struct CompileRequest {
   std::string options;           // the kernel's build options and the backend's compiler_options
 };
 
+// When a launch started and ended on its device: nanoseconds on the
+// device's clock, which all queues of the device share.
+struct DeviceTimes {
+  uint64_t start_ns = 0;
+  uint64_t end_ns = 0;
+};
+
 // An in-order queue on one device. Commands run in submission order; waiting
 // for an event also waits for everything submitted before it.
 class Queue {
@@ -117,6 +125,14 @@ class Queue {
   // Waits for `event` (and all before it); reports a failed command.
   virtual absl::Status wait(EventId event) = 0;
   virtual absl::Status finish() = 0;
+  // When launch `event`, which ended, started and ended on the device, as
+  // the driver timed it; nothing where it does not (or no longer holds the
+  // event). What the fair-share scheduler charges its tenant (DESIGN §8).
+  // Must not allocate.
+  virtual std::optional<DeviceTimes> device_times(EventId event) {
+    (void)event;
+    return std::nullopt;
+  }
 };
 
 // The escape hatch of DESIGN §3: a backend whose devices must launch in their

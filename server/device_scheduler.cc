@@ -1,6 +1,7 @@
 #include "server/device_scheduler.h"
 
 #include <algorithm>
+#include <optional>
 #include <tuple>
 
 namespace kad::server {
@@ -10,7 +11,7 @@ struct DeviceScheduler::Flow::Share {
   const void* tenant = nullptr;
   uint32_t weight = 1;
   int32_t priority = 0;
-  double vtime = 0;  // launches over the weight
+  double vtime = 0;  // device nanoseconds over the weight
 };
 
 DeviceScheduler::DeviceScheduler(uint32_t depth)
@@ -21,6 +22,7 @@ DeviceScheduler::DeviceScheduler(uint32_t depth)
   absl::MutexLock lock(&mu_);
   waiters_.reserve(64);
   classes_.reserve(8);
+  recent_ends_.reserve(kRecentEnds + 1);
 }
 
 DeviceScheduler::Class& DeviceScheduler::class_locked(int32_t priority) {
@@ -76,15 +78,25 @@ std::unique_ptr<DeviceScheduler::Flow> DeviceScheduler::join(const void* tenant,
     share->weight = std::max<uint32_t>(weight, 1);
     share->priority = priority;
     // A tenant new to the device starts level with the others.
-    for (const auto& s : shares_) share->vtime = std::max(share->vtime, s->vtime);
+    bool first = true;
+    for (const auto& s : shares_) {
+      if (s.get() == share) continue;
+      share->vtime = first ? s->vtime : std::max(share->vtime, s->vtime);
+      first = false;
+    }
   }
   (void)class_locked(share->priority);
-  return std::unique_ptr<Flow>(new Flow(*this, *share));
+  auto flow = std::unique_ptr<Flow>(new Flow(*this, *share));
+  flow->estimate_ns_ = mean_launch_ns_;
+  return flow;
 }
 
 void DeviceScheduler::leave(Flow& flow) {
   absl::MutexLock lock(&mu_);
+  // What its slots were charged stays with its tenant: they were used, or
+  // will be, by launches no one measures now.
   add_in_flight_locked(flow, -static_cast<int64_t>(flow.in_flight_));
+  flow.charged_ns_ = 0;
   class_locked(flow.share_.priority).held -= flow.held_;
   held_now_ -= flow.held_;
   const bool was = active(flow);
@@ -133,15 +145,37 @@ void DeviceScheduler::dispatched_locked(Flow& flow, bool sent) {
 }
 
 void DeviceScheduler::give_back_locked(Flow& flow) {
+  add_time(flow, -refund(flow, 1));  // the launch never ran
   add_in_flight_locked(flow, -1);
   grant_locked();
 }
 
-void DeviceScheduler::release_locked(Flow& flow, uint32_t n) {
-  if (n == 0) return;
+void DeviceScheduler::release_locked(Flow& flow, uint32_t n, Measured measured) {
   n = std::min(n, flow.in_flight_);
+  if (n == 0) return;
+  measured.launches = std::min(measured.launches, n);
+  // Launches the driver did not time cost what they were charged.
+  const double charged = refund(flow, n);
+  const double unmeasured = charged * (n - measured.launches) / n;
+  add_time(flow, measured.ns + unmeasured - charged);
+  if (measured.launches > 0) {
+    // Recent launches weigh most: a queue whose kernels change is charged
+    // their new cost within a few launches.
+    const double mean = measured.ns / measured.launches;
+    flow.estimate_ns_ += (mean - flow.estimate_ns_) / 4;
+    mean_launch_ns_ += (mean - mean_launch_ns_) / 16;
+  }
   add_in_flight_locked(flow, -static_cast<int64_t>(n));
   grant_locked();
+}
+
+double DeviceScheduler::busy_time_locked(uint64_t start_ns, uint64_t end_ns) {
+  if (end_ns <= start_ns) return 0;
+  const auto at = std::lower_bound(recent_ends_.begin(), recent_ends_.end(), end_ns);
+  const uint64_t from = at == recent_ends_.begin() ? start_ns : std::max(start_ns, *(at - 1));
+  recent_ends_.insert(at, end_ns);
+  if (recent_ends_.size() > kRecentEnds) recent_ends_.erase(recent_ends_.begin());
+  return static_cast<double>(end_ns - from);
 }
 
 bool DeviceScheduler::others_wait_locked(const Flow& flow) const {
@@ -177,21 +211,32 @@ void DeviceScheduler::grant_locked() {
 }
 
 void DeviceScheduler::charge_locked(Flow& flow) {
-  flow.vtime_ += 1;
-  flow.share_.vtime += 1.0 / flow.share_.weight;
+  add_time(flow, flow.estimate_ns_);
+  flow.charged_ns_ += flow.estimate_ns_;
+}
+
+void DeviceScheduler::add_time(Flow& flow, double ns) {
+  flow.vtime_ += ns;
+  flow.share_.vtime += ns / flow.share_.weight;
+}
+
+double DeviceScheduler::refund(Flow& flow, uint32_t n) {
+  if (flow.in_flight_ == 0) return 0;
+  const double r = flow.charged_ns_ * std::min(n, flow.in_flight_) / flow.in_flight_;
+  flow.charged_ns_ -= r;
+  return r;
 }
 
 void DeviceScheduler::catch_up_locked(Flow& flow) {
   // The least virtual time among the tenants waiting in the flow's class.
-  double now = -1, flows_now = -1;
+  std::optional<double> now, flows_now;
   for (const Flow* f : waiters_) {
     if (f->share_.priority != flow.share_.priority) continue;
-    if (now < 0 || f->share_.vtime < now) now = f->share_.vtime;
-    if (&f->share_ == &flow.share_ && (flows_now < 0 || f->vtime_ < flows_now))
-      flows_now = f->vtime_;
+    if (!now || f->share_.vtime < *now) now = f->share_.vtime;
+    if (&f->share_ == &flow.share_ && (!flows_now || f->vtime_ < *flows_now)) flows_now = f->vtime_;
   }
-  if (now >= 0) flow.share_.vtime = std::max(flow.share_.vtime, now);
-  if (flows_now >= 0) flow.vtime_ = std::max(flow.vtime_, flows_now);
+  if (now) flow.share_.vtime = std::max(flow.share_.vtime, *now);
+  if (flows_now) flow.vtime_ = std::max(flow.vtime_, *flows_now);
 }
 
 DeviceScheduler::Stats DeviceScheduler::stats() const {

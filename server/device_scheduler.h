@@ -6,14 +6,19 @@
 // to the device as earlier ones end, in this order:
 //   1. strict priority between tenants' priority classes (higher first);
 //   2. within a class, weighted fair share between tenants: each tenant has a
-//      virtual time that each of its launches advances by one over the
-//      tenant's weight, and the tenant furthest behind goes next;
+//      virtual time that each of its launches advances by the time it ran on
+//      the device over the tenant's weight, and the tenant furthest behind
+//      goes next;
 //   3. within a tenant, the same between its queues, of equal weight.
-// A share counts launches: tenants whose launches are alike get the device
-// time of their weights. (The time each launch spent on the device is what
-// should count; kad cannot tell it from what it sees: under contention the
-// time between a queue's completions measures the others' launches as much
-// as its own. The drivers' profiling timestamps would tell it.)
+// A share counts device time, from the driver's profiling timestamps
+// (Queue::device_times): a tenant of long kernels gets fewer launches than
+// one of short kernels, not more of the device. A launch is charged when it
+// is granted a slot, at its queue's recent mean time per launch (order must
+// be decided before the time is known), and the charge is trued up to its
+// busy time (busy_time_locked) when it ends. Where the driver times nothing,
+// every launch costs the same estimate: a share counts launches. (What kad
+// sees without the driver would not do: under contention the time between a
+// queue's completions measures the others' launches as much as its own.)
 //
 // One queue alone may fill the device to `depth` (a pipelining client keeps
 // it busy). While several queues have launches on it or waiting for it, it
@@ -42,6 +47,12 @@
 
 namespace kad::server {
 
+// The device time of launches that ended, as far as the driver timed it.
+struct MeasuredLaunches {
+  uint32_t launches = 0;  // how many of the ended launches were timed
+  double ns = 0;          // their device time, together
+};
+
 class DeviceScheduler {
  public:
   // One queue's claim on the device. All its fields are the scheduler's,
@@ -55,6 +66,9 @@ class DeviceScheduler {
     uint32_t in_flight() const { return in_flight_; }
     uint32_t granted() const { return granted_; }
     uint32_t held() const { return held_; }
+    // What a launch of this flow is charged when granted: the mean device
+    // time of its recent launches, in nanoseconds.
+    double estimate_ns() const { return estimate_ns_; }
 
    private:
     friend class DeviceScheduler;
@@ -63,7 +77,9 @@ class DeviceScheduler {
 
     DeviceScheduler& scheduler_;
     Share& share_;
-    double vtime_ = 0;        // within its tenant's share, in launches
+    double vtime_ = 0;        // within its tenant's share, in device nanoseconds
+    double estimate_ns_ = 0;  // what its next launch is charged
+    double charged_ns_ = 0;   // charged for its in-flight slots, not yet trued up
     uint32_t in_flight_ = 0;  // slots it holds: launches on the device, and grants not yet used
     uint32_t held_ = 0;       // launches waiting in kad for a slot
     uint32_t granted_ = 0;    // slots granted to held launches, not yet dispatched
@@ -79,6 +95,11 @@ class DeviceScheduler {
   };
 
   static constexpr absl::Duration kClassLinger = absl::Milliseconds(20);
+  // What a launch is charged before any launch on the device was measured
+  // (and always, where the driver measures nothing).
+  static constexpr double kUnmeasuredLaunchNs = 100'000;
+
+  using Measured = MeasuredLaunches;
 
   explicit DeviceScheduler(uint32_t depth);
   ~DeviceScheduler();
@@ -101,12 +122,24 @@ class DeviceScheduler {
   // A granted slot is used: the held launch went to the device (`sent`), or
   // its dispatch failed and the slot goes back.
   void dispatched_locked(Flow& flow, bool sent) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // `n` launches of `flow` ended.
-  void release_locked(Flow& flow, uint32_t n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // `n` launches of `flow` ended; `measured` says how long those the driver
+  // timed ran on the device, and their charges are trued up to it.
+  void release_locked(Flow& flow, uint32_t n, Measured measured = {})
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Some launch other than `flow`'s waits for a slot: the flows on the
   // device must learn when theirs end, so that slots come free.
   bool others_wait_locked(const Flow& flow) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   bool anyone_waits_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return !waiters_.empty(); }
+  // The device time a launch that ran from `start_ns` to `end_ns` (the
+  // device's clock) is charged: from its start, or from the end of the
+  // launch that ended last before it, if later, until its end. A launch's
+  // own timestamps span the time it waited on the device behind other
+  // queues' launches (PoCL stamps its start when it reaches the device, and
+  // runs the launches there one after the other; a GPU whose launches fill
+  // it does too), so the device is charged as busy with one launch at a
+  // time, in the order they ended. Launches learnt of late are charged from
+  // what was known then.
+  double busy_time_locked(uint64_t start_ns, uint64_t end_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grants what a higher class's lingering kept back once it lapsed: a queue
   // whose launches wait calls it every kClassLinger.
   void regrant_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { grant_locked(); }
@@ -118,8 +151,13 @@ class DeviceScheduler {
   void leave(Flow& flow);
   // Grants free slots to waiting launches, best first.
   void grant_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Charges `flow` (and its tenant) one launch.
+  // Charges `flow` (and its tenant) one launch, at its estimate.
   void charge_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Adds `ns` of device time (negative: a refund) to `flow` and its tenant.
+  static void add_time(Flow& flow, double ns);
+  // The charges of `n` of `flow`'s slots, taken back (they ended, or were
+  // never used): their share of what is outstanding.
+  static double refund(Flow& flow, uint32_t n);
   // A flow that starts to wait after a pause does not bank the time it
   // spent idle: it resumes at the virtual time of those still waiting.
   void catch_up_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -155,6 +193,13 @@ class DeviceScheduler {
   uint32_t active_flows_ ABSL_GUARDED_BY(mu_) = 0;  // with launches on the device or waiting
   uint64_t held_now_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t held_total_ ABSL_GUARDED_BY(mu_) = 0;
+  // The mean device time of recent launches of all queues: a new queue's
+  // first estimate.
+  double mean_launch_ns_ ABSL_GUARDED_BY(mu_) = kUnmeasuredLaunchNs;
+  // The ends of the device's recent timed launches, in order: what
+  // busy_time_locked charges a launch from.
+  static constexpr size_t kRecentEnds = 64;
+  std::vector<uint64_t> recent_ends_ ABSL_GUARDED_BY(mu_);
   // Flows with launches waiting for a slot; a device has few queues.
   std::vector<Flow*> waiters_ ABSL_GUARDED_BY(mu_);
   std::vector<std::unique_ptr<Flow::Share>> shares_ ABSL_GUARDED_BY(mu_);

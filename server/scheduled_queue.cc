@@ -157,12 +157,19 @@ void ScheduledQueue::sent_locked(EventId event, EventId device_event) {
 
 void ScheduledQueue::ended_locked(EventId event) {
   uint32_t n = 0;
+  DeviceScheduler::Measured measured;
   while (in_flight_count_ > 0 && in_flight_[in_flight_first_].event <= event) {
     ++n;
+    // The driver's timestamps: what the launch is charged to its tenant.
+    if (std::optional<DeviceTimes> t =
+            queue_->device_times(in_flight_[in_flight_first_].device_event)) {
+      ++measured.launches;
+      measured.ns += scheduler_.busy_time_locked(t->start_ns, t->end_ns);
+    }
     in_flight_first_ = (in_flight_first_ + 1) % scheduler_.depth();
     --in_flight_count_;
   }
-  scheduler_.release_locked(*flow_, n);
+  scheduler_.release_locked(*flow_, n, measured);
   ended_ = std::max(ended_, event);
 }
 

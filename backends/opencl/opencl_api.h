@@ -39,6 +39,7 @@
   X(clEnqueueReadBuffer)        \
   X(clWaitForEvents)            \
   X(clGetEventInfo)             \
+  X(clGetEventProfilingInfo)    \
   X(clRetainEvent)              \
   X(clReleaseEvent)             \
   X(clFlush)                    \

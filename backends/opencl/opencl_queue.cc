@@ -10,8 +10,8 @@ namespace kad::opencl {
 
 absl::StatusOr<std::unique_ptr<OpenClQueue>> OpenClQueue::create(OpenClDevice& device) {
   cl_int err = CL_SUCCESS;
-  cl_command_queue q =
-      device.api().clCreateCommandQueue(device.context(), device.device_id(), 0, &err);
+  cl_command_queue q = device.api().clCreateCommandQueue(device.context(), device.device_id(),
+                                                         CL_QUEUE_PROFILING_ENABLE, &err);
   if (absl::Status s = cl_status(err, "clCreateCommandQueue", device.info().id); !s.ok()) return s;
   return std::unique_ptr<OpenClQueue>(new OpenClQueue(device, q));
 }
@@ -121,6 +121,23 @@ absl::Status OpenClQueue::wait(EventId id) {
   api.clReleaseEvent(event);
   if (status < 0) return cl_status(status, "kernel execution");
   return cl_status(err, "clWaitForEvents");
+}
+
+std::optional<DeviceTimes> OpenClQueue::device_times(EventId id) {
+  absl::MutexLock lock(&mu_);
+  // Only an event the ring still holds: an older one was released.
+  if (id == 0 || id >= next_ || next_ - id > kRing) return std::nullopt;
+  const OpenClApi& api = device_.api();
+  cl_event event = ring_[id % kRing];
+  cl_ulong start = 0, end = 0;
+  DriverScope driver;
+  if (api.clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_START, sizeof(start), &start,
+                                  nullptr) != CL_SUCCESS ||
+      api.clGetEventProfilingInfo(event, CL_PROFILING_COMMAND_END, sizeof(end), &end, nullptr) !=
+          CL_SUCCESS ||
+      end < start)
+    return std::nullopt;
+  return DeviceTimes{start, end};
 }
 
 absl::Status OpenClQueue::finish() {

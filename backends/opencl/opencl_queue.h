@@ -1,5 +1,8 @@
 // An in-order OpenCL command queue. Launch events live in a fixed ring
 // indexed by event id, so recording one allocates nothing in kad's code.
+// Queues are made with profiling on: the fair-share scheduler charges each
+// launch its time on the device, from the event's timestamps (the device's
+// clock, shared by its queues).
 #pragma once
 
 #include <array>
@@ -26,6 +29,7 @@ class OpenClQueue final : public Queue {
                            std::span<std::byte> data) override;
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
+  std::optional<DeviceTimes> device_times(EventId event) override;
 
  private:
   // Events older than this many launches are released; waiting for one waits

@@ -30,6 +30,9 @@ struct PlayedDevice {
   DeviceScheduler& s;
   std::vector<Flow*> flows;
   std::vector<Flow*> on_device;
+  // How long each flow's launches run, as the driver would time them; none
+  // for a flow whose driver times nothing.
+  std::map<const Flow*, double> device_ns = {};
 
   // Which flow's launch each of the next `slots` freed slots went to.
   std::vector<Flow*> serve(int slots) {
@@ -39,7 +42,10 @@ struct PlayedDevice {
     while (static_cast<int>(order.size()) < slots && !on_device.empty()) {
       Flow* done = on_device.front();
       on_device.erase(on_device.begin());
-      s.release_locked(*done, 1);
+      const auto timed = device_ns.find(done);
+      s.release_locked(*done, 1,
+                       timed == device_ns.end() ? DeviceScheduler::Measured{}
+                                                : DeviceScheduler::Measured{1, timed->second});
       dispatch(&order);
     }
     return order;
@@ -195,6 +201,71 @@ TEST(DeviceScheduler, ATenantThatWasIdleDoesNotBankItsIdleTime) {
   // From when it came, the late tenant gets its half, not everything until
   // it has caught up with 300 launches.
   EXPECT_NEAR(count(order, fl.get()), 50, 2);
+}
+
+TEST(DeviceScheduler, ATenantsShareCountsTheDeviceTimeOfItsLaunchesNotTheirNumber) {
+  DeviceScheduler s(2);
+  Tenant longer{1}, shorter{2};
+  auto fl = s.join(&longer, 1, 0), fs = s.join(&shorter, 1, 0);
+  hold(s, *fl, 400);
+  hold(s, *fs, 400);
+  // Equal weights: the tenant whose kernels run 8 times longer gets an
+  // eighth of the launches, and so half the device's time.
+  PlayedDevice device{s, {fl.get(), fs.get()}, {}, {{fl.get(), 80'000}, {fs.get(), 10'000}}};
+  ASSERT_EQ(device.serve(90).size(), 90u);  // the estimates learn the kernels' times
+  EXPECT_NEAR(fl->estimate_ns(), 80'000, 800);
+  EXPECT_NEAR(fs->estimate_ns(), 10'000, 100);
+  const std::vector<Flow*> order = device.serve(270);
+  ASSERT_EQ(order.size(), 270u);
+  EXPECT_NEAR(count(order, fl.get()), 30, 2);
+  EXPECT_NEAR(count(order, fs.get()), 240, 2);
+}
+
+TEST(DeviceScheduler, WeightsShareDeviceTimeWhenLaunchesDiffer) {
+  DeviceScheduler s(2);
+  Tenant heavy{1}, light{2};
+  auto fh = s.join(&heavy, 2, 0), fl = s.join(&light, 1, 0);
+  hold(s, *fh, 400);
+  hold(s, *fl, 400);
+  // Weight 2 with launches of 40 µs, weight 1 with launches of 10 µs: 2:1
+  // in device time is 1:2 in launches.
+  PlayedDevice device{s, {fh.get(), fl.get()}, {}, {{fh.get(), 40'000}, {fl.get(), 10'000}}};
+  ASSERT_EQ(device.serve(30).size(), 30u);
+  const std::vector<Flow*> order = device.serve(300);
+  ASSERT_EQ(order.size(), 300u);
+  EXPECT_NEAR(count(order, fh.get()), 100, 2);
+  EXPECT_NEAR(count(order, fl.get()), 200, 2);
+}
+
+TEST(DeviceScheduler, ANewQueueIsFirstChargedTheDevicesRecentMeanLaunchTime) {
+  DeviceScheduler s(1);
+  Tenant a{1}, b{2};
+  auto fa = s.join(&a, 1, 0);
+  EXPECT_EQ(fa->estimate_ns(), DeviceScheduler::kUnmeasuredLaunchNs) << "nothing measured yet";
+  {
+    absl::MutexLock lock(&s.mu());
+    for (int i = 0; i < 200; ++i) {
+      ASSERT_TRUE(s.try_take_locked(*fa));
+      s.release_locked(*fa, 1, {1, 20'000});
+    }
+  }
+  EXPECT_NEAR(fa->estimate_ns(), 20'000, 1);
+  auto fb = s.join(&b, 1, 0);
+  EXPECT_NEAR(fb->estimate_ns(), 20'000, 100);
+}
+
+TEST(DeviceScheduler, ALaunchIsChargedTheDeviceTimeSinceTheLaunchThatEndedBeforeIt) {
+  DeviceScheduler s(4);
+  absl::MutexLock lock(&s.mu());
+  // A long launch from 0 to 100 µs; a short one of another queue reached the
+  // device at 10 µs, waited behind it and ran from 100 to 112 µs.
+  EXPECT_EQ(s.busy_time_locked(0, 100'000), 100'000);
+  EXPECT_EQ(s.busy_time_locked(10'000, 112'000), 12'000);
+  // Learnt of late: one that ended at 50 µs is charged from its own start
+  // (nothing known ended before it), and one after a gap from its start.
+  EXPECT_EQ(s.busy_time_locked(40'000, 50'000), 10'000);
+  EXPECT_EQ(s.busy_time_locked(200'000, 205'000), 5'000);
+  EXPECT_EQ(s.busy_time_locked(300'000, 300'000), 0) << "no time";
 }
 
 TEST(DeviceScheduler, AFlowThatLeavesGivesItsSlotsToThoseWaiting) {
