@@ -200,6 +200,7 @@ void Engine::close_session(const std::string& id) {
   Session::Held held;  // given back as this returns
   {
     absl::MutexLock lock(&s->mu);
+    s->closing = true;
     held = std::move(s->held);
     // Their launches end now: a wait still running on one returns.
     for (const auto& [shared, own] : s->isolated) own->stop_worker();
@@ -256,7 +257,8 @@ size_t Engine::device_index(const Device* device) const {
   return index;
 }
 
-absl::Status Engine::check_object_quota(Session& s) {
+absl::Status Engine::check_new_object(Session& s) {
+  if (s.closing) return absl::FailedPreconditionError("the session is closing: request refused");
   const size_t objects = s.buffers.size() + s.modules.size() + s.kernels.size() + s.queues.size();
   if (objects >= limits_.max_objects_per_session) {
     return absl::ResourceExhaustedError(
@@ -287,7 +289,7 @@ absl::StatusOr<Engine::AllocatedBuffer> Engine::allocate_buffer(Session& s,
   absl::StatusOr<Device*> device = device_for(device_id);
   if (!device.ok()) return device.status();
   absl::MutexLock lock(&s.mu);
-  if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  if (absl::Status q = check_new_object(s); !q.ok()) return q;
   if (size > limits_.max_buffer_bytes_per_session - s.buffer_bytes) {
     return absl::ResourceExhaustedError(absl::StrFormat(
         "a buffer of %d bytes would take the session past its quota of %d bytes (%d in use)", size,
@@ -422,7 +424,7 @@ absl::StatusOr<Engine::LoadedModule> Engine::load_module(Session& s, ModuleForma
   if (!m.ok()) return m.status();
   if (absl::Status s = KernelLowering::shared().verify(**m); !s.ok()) return s;
   absl::MutexLock lock(&s.mu);
-  if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  if (absl::Status q = check_new_object(s); !q.ok()) return q;
   if (s.tenant() != nullptr) {
     const uint64_t size = (*m)->bytes().size();
     if (absl::Status q = s.held.module_bytes.grow(size); !q.ok()) return q;
@@ -458,7 +460,7 @@ absl::StatusOr<uint64_t> Engine::get_kernel(Session& s, uint64_t module,
     if (absl::Status st = check_signature(sig, *params); !st.ok()) return st;
   }
   absl::MutexLock lock(&s.mu);
-  if (absl::Status q = check_object_quota(s); !q.ok()) return q;
+  if (absl::Status q = check_new_object(s); !q.ok()) return q;
   if (s.tenant() != nullptr) {
     if (absl::Status q = s.held.kernels.grow(1); !q.ok()) return q;
   }
@@ -474,7 +476,7 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   if (!device.ok()) return device.status();
   const size_t index = device_index(*device);
   absl::MutexLock lock(&s.mu);
-  if (absl::Status quota = check_object_quota(s); !quota.ok()) return quota;
+  if (absl::Status quota = check_new_object(s); !quota.ok()) return quota;
   if (s.tenant() != nullptr) {
     if (absl::Status quota = s.held.queues.grow(1); !quota.ok()) return quota;
   }

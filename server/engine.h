@@ -191,7 +191,9 @@ class Engine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   absl::StatusOr<Buffer*> find_buffer(Session& s, uint64_t buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
-  absl::Status check_object_quota(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Whether the session may make one more object: it is not closing, and
+  // holds fewer than its maximum.
+  absl::Status check_new_object(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // The queue and buffer of a copy, checked to be on the same device.
   struct CopyTarget {
     Queue* queue;

@@ -146,6 +146,10 @@ class Session {
     Charge session, queues, module_bytes, kernels, module_copies;
   };
   Held held ABSL_GUARDED_BY(mu);
+  // Set when close_session takes the session's objects: a request that found
+  // the session before it closed, and takes its lock after, makes nothing
+  // more in it (no buffer no one frees, no worker for a session gone).
+  bool closing ABSL_GUARDED_BY(mu) = false;
   // Submit streams and shared-memory channels open now (SessionSlot).
   std::atomic<uint32_t> streams{0};
   std::atomic<uint32_t> channels{0};
