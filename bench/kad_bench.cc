@@ -484,19 +484,25 @@ int worker(int argc, char** argv) {
   // the start on the machine's monotonic clock (µs), then each launch's µs.
   // With START_US (argv[6], on the monotonic clock): one launch first, then
   // the timed ones from then on, so that clients whose sessions took longer
-  // to set up (a worker each) still launch side by side.
+  // to set up (a worker each) still launch side by side. With END_US
+  // (argv[7]) as well: launches until then (N at most), so that side by side
+  // clients all run until the same time, however fast each went.
   if (mode == "latency") {
     const int n = std::atoi(argv[4]);
+    const auto to_time = [](const char* us) {
+      return Clock::time_point{std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double, std::micro>(std::atof(us)))};
+    };
+    const std::optional<Clock::time_point> end =
+        argc >= 8 ? std::optional(to_time(argv[7])) : std::nullopt;
     std::vector<double> us;
-    us.reserve(static_cast<size_t>(n));
+    us.reserve(static_cast<size_t>(std::min(n, 100000)));
     if (argc >= 7) {
       if (!r.launch().ok() || !r.wait().ok()) return 1;
-      const Clock::time_point at{std::chrono::duration_cast<Clock::duration>(
-          std::chrono::duration<double, std::micro>(std::atof(argv[6])))};
-      std::this_thread::sleep_until(at);
+      std::this_thread::sleep_until(to_time(argv[6]));
     }
     const auto start = Clock::now();
-    for (int i = 0; i < n; ++i) {
+    for (int i = 0; i < n && (!end || Clock::now() < *end); ++i) {
       const auto t = Clock::now();
       if (!r.launch().ok() || !r.wait().ok()) return 1;
       us.push_back(seconds_since(t) * 1e6);
@@ -796,22 +802,27 @@ void register_processes() {
       benchmark::RegisterBenchmark(
           absl::StrFormat("%s/concurrency/clients:%d", mode, clients).c_str(),
           [clients, mode](benchmark::State& s) {
-            const int launches = g_full ? 1000 : 500;
+            // Every client launches for the same time (a cap of launches
+            // aside), so the rates compare over one common window.
+            const auto run_for = std::chrono::milliseconds(g_full ? 2000 : 1000);
+            const int cap = 200000;
             for (auto _ : s) {
               std::vector<pid_t> pids;
               std::vector<std::string> files;
               const auto t = Clock::now();
               // All start launching at once, after time enough for every
               // client to connect and set up (a worker each, in worker modes).
-              const double start_us =
-                  std::chrono::duration<double, std::micro>(
-                      (t + std::chrono::milliseconds(300 + 100 * clients)).time_since_epoch())
-                      .count();
+              const auto start = t + std::chrono::milliseconds(300 + 100 * clients);
+              const auto us_of = [](Clock::time_point at) {
+                return absl::StrFormat(
+                    "%.0f",
+                    std::chrono::duration<double, std::micro>(at.time_since_epoch()).count());
+              };
               for (int c = 0; c < clients; ++c) {
                 files.push_back(absl::StrFormat("/tmp/kad-bench-lat-%d-%d", getpid(), c));
                 pids.push_back(kad::testing::spawn({g_self, "--worker", "latency", uri_for(mode),
-                                                    std::to_string(launches), files.back(),
-                                                    absl::StrFormat("%.0f", start_us)}));
+                                                    std::to_string(cap), files.back(), us_of(start),
+                                                    us_of(start + run_for)}));
               }
               bool ok = true;
               for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
@@ -840,7 +851,8 @@ void register_processes() {
               const double to = *std::min_element(ends.begin(), ends.end());
               for (size_t i = 0; i < files.size(); ++i) {
                 if (to <= from) {  // no common window: whole runs
-                  rates.push_back(launches / ((ends[i] - starts[i]) / 1e6));
+                  rates.push_back(static_cast<double>(done[i].size()) /
+                                  ((ends[i] - starts[i]) / 1e6));
                   continue;
                 }
                 const auto in_window = std::count_if(done[i].begin(), done[i].end(),

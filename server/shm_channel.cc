@@ -2,11 +2,14 @@
 
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "absl/strings/str_format.h"
 #include "core/driver_scope.h"
@@ -19,6 +22,31 @@
 namespace kad::server {
 
 using namespace shm::v1;
+
+namespace {
+
+// Channels whose client submitted within the channel thread's last wait
+// (100 ms): each has two waiters, its client and kad's channel thread. All
+// channels of this process share the machine's cores.
+std::atomic<uint32_t> g_busy_channels{0};
+
+uint32_t usable_cores() {
+  static const uint32_t cores = [] {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+    return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  }();
+  return cores;
+}
+
+// Spinning pays only while every busy channel's two waiters can have a core
+// each; past that, spinners keep the cores from those they wait for, and
+// clients get them in uneven turns (ChannelHeader::sleep_at_once).
+bool spinning_pays() {
+  return g_busy_channels.load(std::memory_order_relaxed) * 2 <= usable_cores();
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
                                                                std::shared_ptr<Session> session,
@@ -99,6 +127,15 @@ void ShmChannel::end(const std::string& reason) {
                reason);
 }
 
+void ShmChannel::set_busy(bool busy) {
+  if (busy == busy_) return;
+  busy_ = busy;
+  if (busy)
+    g_busy_channels.fetch_add(1, std::memory_order_relaxed);
+  else
+    g_busy_channels.fetch_sub(1, std::memory_order_relaxed);
+}
+
 bool ShmChannel::post(const CompletionRecord& done) {
   RingIndices& ring = header_->completion;
   const uint32_t tail = ring.tail.load(std::memory_order_relaxed);
@@ -118,7 +155,7 @@ bool ShmChannel::post(const CompletionRecord& done) {
                           options_.stall_timeout_ms));
       return false;
     }
-    wait_for_change(&ring.head, head, &ring.producer_waiting, 50'000'000);
+    wait_for_change(&ring.head, head, &ring.producer_waiting, 50'000'000, spin_);
   }
   auto* slots = reinterpret_cast<CompletionRecord*>(memory_ + kCompletionOffset);
   std::memcpy(&slots[tail % kCompletionSlots], &done, sizeof(done));
@@ -193,11 +230,18 @@ void ShmChannel::run() {
       end("the session this channel belongs to has closed");
       break;
     }
-    const uint32_t tail = wait_for_change(&ring.tail, head, &ring.consumer_waiting, 100'000'000);
+    // Both sides spin first only while the cores allow it; the client reads
+    // what kad decided from the header (its own value there decides nothing here).
+    spin_ = spinning_pays();
+    header_->sleep_at_once.store(spin_ ? 0 : 1, std::memory_order_relaxed);
+    const uint32_t tail =
+        wait_for_change(&ring.tail, head, &ring.consumer_waiting, 100'000'000, spin_);
     if (tail == head) {
+      set_busy(false);
       if (client_gone()) break;
       continue;
     }
+    set_busy(true);
     if (tail - head > kSubmitSlots) {
       end(absl::StrFormat("submission ring indices out of range (head %d, tail %d)", head, tail));
       break;
@@ -214,6 +258,7 @@ void ShmChannel::run() {
     }
     if (!ok) break;
   }
+  set_busy(false);
   finished_.store(true);
 }
 

@@ -54,6 +54,9 @@ class ShmChannel {
   // Posts a completion, waiting for room; false when the channel must end.
   bool post(const shm::v1::CompletionRecord& done);
   bool client_gone() const;
+  // Counts the channel among the busy ones (its client submitted within the
+  // last wait), or no longer.
+  void set_busy(bool busy);
   void end(const std::string& reason);
 
   Engine& engine_;
@@ -74,6 +77,10 @@ class ShmChannel {
   shm::v1::SubmitRecord record_;  // private copy of the slot being run
   shm::v1::CompletionRecord done_;
   DecodedLaunch decoded_;
+  // The channel thread's: whether it counts among the busy channels, and
+  // whether its waits spin first.
+  bool busy_ = false;
+  bool spin_ = true;
 };
 
 }  // namespace kad::server

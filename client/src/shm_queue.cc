@@ -205,6 +205,8 @@ class ShmTransport final : public Queue::Transport {
         std::string(header_->close_reason, std::min<size_t>(header_->close_reason_length,
                                                             sizeof(header_->close_reason)))));
   }
+  // Whether to spin before sleeping, as kad says for the cores' sake.
+  bool spin() const { return header_->sleep_at_once.load(std::memory_order_relaxed) == 0; }
   bool kad_gone() const {
     pollfd p{socket_, POLLIN | POLLRDHUP, 0};
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
@@ -220,7 +222,7 @@ class ShmTransport final : public Queue::Transport {
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
       const uint32_t head = ring.head.load(std::memory_order_acquire);
       if (tail_ - head < kSubmitSlots) break;
-      if (wait_for_change(&ring.head, head, &ring.producer_waiting, 100'000'000) == head &&
+      if (wait_for_change(&ring.head, head, &ring.producer_waiting, 100'000'000, spin()) == head &&
           kad_gone())
         return absl::UnavailableError("kad closed the shared-memory channel");
     }
@@ -245,7 +247,7 @@ class ShmTransport final : public Queue::Transport {
       const uint32_t tail = ring.tail.load(std::memory_order_acquire);
       if (tail != head_) break;
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
-      if (wait_for_change(&ring.tail, tail, &ring.consumer_waiting, 100'000'000) == tail &&
+      if (wait_for_change(&ring.tail, tail, &ring.consumer_waiting, 100'000'000, spin()) == tail &&
           kad_gone())
         return absl::UnavailableError("kad closed the shared-memory channel");
     }

@@ -4,6 +4,7 @@
 // request or that channel with a clear reason; a bystander client keeps being
 // served (checked after each test).
 #include <fcntl.h>
+#include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -191,6 +192,49 @@ TEST_F(ShmRobustness, AChannelEndsWhenItsSessionCloses) {
   leaving.reset();  // closes the session; the raw channel stays mapped here
   ASSERT_TRUE(c.closed_within(std::chrono::seconds(5)));
   EXPECT_EQ(c.close_reason(), "the session this channel belongs to has closed");
+}
+
+// While more channels are busy than the cores can spin for (a client and
+// kad's channel thread waiting on each other: two waiters each), kad tells
+// every channel's client to sleep at once instead of spinning, and sleeps at
+// once itself; once they go idle (a wait of 100 ms with nothing), one alone
+// spins again.
+TEST_F(ShmRobustness, ChannelsSleepAtOnceWhileMoreAreBusyThanTheCoresCanSpinFor) {
+  cpu_set_t set;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(set), &set), 0);
+  const int busy = CPU_COUNT(&set) / 2 + 1;
+  std::vector<std::unique_ptr<client::Queue>> queues;
+  std::vector<std::unique_ptr<RawChannel>> channels;
+  for (int i = 0; i < busy; ++i) {
+    auto q = owner_->create_queue();
+    ASSERT_TRUE(q.ok()) << q.status();
+    channels.push_back(std::make_unique<RawChannel>());
+    ASSERT_EQ(channels.back()->open(shm_path(), owner_->session_id(), (*q)->handle()).code, 0);
+    queues.push_back(*std::move(q));
+  }
+  auto ping = [](RawChannel& c) {
+    c.slot().op = static_cast<uint32_t>(Op::kPing);
+    c.publish();
+  };
+  auto sleep_at_once = [](RawChannel& c) { return c.header()->sleep_at_once.load() == 1; };
+  // Each channel thread decides before each wait: rounds of pings until all
+  // have decided with every channel busy.
+  bool all_sleep = false;
+  for (int round = 0; round < 100 && !all_sleep; ++round) {
+    for (auto& c : channels) ping(*c);
+    for (auto& c : channels) ASSERT_TRUE(c->next());
+    all_sleep =
+        std::all_of(channels.begin(), channels.end(), [&](auto& c) { return sleep_at_once(*c); });
+  }
+  EXPECT_TRUE(all_sleep) << busy << " busy channels on " << CPU_COUNT(&set) << " cores";
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all idle
+  bool spins = false;
+  for (int round = 0; round < 100 && !spins; ++round) {
+    ping(*channels[0]);
+    ASSERT_TRUE(channels[0]->next());
+    spins = !sleep_at_once(*channels[0]);
+  }
+  EXPECT_TRUE(spins) << "one busy channel alone";
 }
 
 TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {

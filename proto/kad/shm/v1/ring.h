@@ -42,10 +42,13 @@ inline void cpu_relax() {
 
 // Waits until `word` differs from `seen`, or `timeout_ns` passes (-1: forever);
 // `waiting` is raised while asleep so that the other side knows to wake us.
+// With `spin` false (ChannelHeader::sleep_at_once), sleeps without spinning.
 // Returns the new value (== seen on time-out).
 inline uint32_t wait_for_change(std::atomic<uint32_t>* word, uint32_t seen,
-                                std::atomic<uint32_t>* waiting, int64_t timeout_ns) {
-  for (int i = 0; i < kSpinIterations; ++i) {
+                                std::atomic<uint32_t>* waiting, int64_t timeout_ns,
+                                bool spin = true) {
+  const int spins = spin ? kSpinIterations : 0;
+  for (int i = 0; i < spins; ++i) {
     const uint32_t now = word->load(std::memory_order_acquire);
     if (now != seen) return now;
     // Yield now and then: with more spinners than cores, the side we wait
