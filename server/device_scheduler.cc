@@ -11,12 +11,15 @@ struct DeviceScheduler::Flow::Share {
   const void* tenant = nullptr;
   uint32_t weight = 1;
   int32_t priority = 0;
-  double vtime = 0;  // device nanoseconds over the weight
+  double vtime = 0;           // device nanoseconds over the weight
+  uint32_t active_flows = 0;  // its flows with launches on the device or waiting
+  absl::Time idle_since = absl::InfinitePast();
 };
 
-DeviceScheduler::DeviceScheduler(uint32_t depth)
+DeviceScheduler::DeviceScheduler(uint32_t depth, uint32_t contended_depth)
     : depth_(std::max<uint32_t>(depth, 1)),
-      contended_depth_(std::max<uint32_t>(depth_ / 16, 1)),
+      contended_depth_(
+          std::clamp<uint32_t>(contended_depth ? contended_depth : depth_ / 16, 1, depth_)),
       lower_class_cap_(std::max<uint32_t>(contended_depth_ / 4, 1)) {
   // Reserved now, so that a launch that must wait allocates nothing.
   absl::MutexLock lock(&mu_);
@@ -36,10 +39,17 @@ namespace {
 bool active(const DeviceScheduler::Flow& f) { return f.in_flight() > 0 || f.held() > 0; }
 }  // namespace
 
-void DeviceScheduler::note_active_locked(const Flow& flow, bool was) {
+void DeviceScheduler::note_active_locked(Flow& flow, bool was) {
   const bool now = active(flow);
-  if (now && !was) ++active_flows_;
-  if (was && !now) --active_flows_;
+  if (now && !was) {
+    ++active_flows_;
+    ++flow.share_.active_flows;
+  }
+  if (was && !now) {
+    --active_flows_;
+    flow.idle_since_ = absl::Now();
+    if (--flow.share_.active_flows == 0) flow.share_.idle_since = flow.idle_since_;
+  }
 }
 
 void DeviceScheduler::add_in_flight_locked(Flow& flow, int64_t delta) {
@@ -121,13 +131,20 @@ bool DeviceScheduler::try_take_locked(Flow& flow) {
 
 void DeviceScheduler::hold_locked(Flow& flow) {
   const bool was = active(flow);
+  // Whether the flow, and its tenant, come back from a real pause.
+  bool flow_rested = false, tenant_rested = false;
+  if (!was) {
+    const absl::Time now = absl::Now();
+    flow_rested = now - flow.idle_since_ >= kIdleCatchUp;
+    tenant_rested = flow.share_.active_flows == 0 && now - flow.share_.idle_since >= kIdleCatchUp;
+  }
   ++flow.held_;
   note_active_locked(flow, was);
   ++class_locked(flow.share_.priority).held;
   ++held_now_;
   ++held_total_;
   if (!flow.waiting_) {
-    catch_up_locked(flow);
+    catch_up_locked(flow, tenant_rested, flow_rested);
     flow.waiting_ = true;
     waiters_.push_back(&flow);
   }
@@ -227,7 +244,8 @@ double DeviceScheduler::refund(Flow& flow, uint32_t n) {
   return r;
 }
 
-void DeviceScheduler::catch_up_locked(Flow& flow) {
+void DeviceScheduler::catch_up_locked(Flow& flow, bool tenant_rested, bool flow_rested) {
+  if (!tenant_rested && !flow_rested) return;
   // The least virtual time among the tenants waiting in the flow's class.
   std::optional<double> now, flows_now;
   for (const Flow* f : waiters_) {
@@ -235,8 +253,8 @@ void DeviceScheduler::catch_up_locked(Flow& flow) {
     if (!now || f->share_.vtime < *now) now = f->share_.vtime;
     if (&f->share_ == &flow.share_ && (!flows_now || f->vtime_ < *flows_now)) flows_now = f->vtime_;
   }
-  if (now) flow.share_.vtime = std::max(flow.share_.vtime, *now);
-  if (flows_now) flow.vtime_ = std::max(flow.vtime_, *flows_now);
+  if (now && tenant_rested) flow.share_.vtime = std::max(flow.share_.vtime, *now);
+  if (flows_now && flow_rested) flow.vtime_ = std::max(flow.vtime_, *flows_now);
 }
 
 DeviceScheduler::Stats DeviceScheduler::stats() const {

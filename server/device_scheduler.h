@@ -33,9 +33,13 @@
 // quarter of that (at least one slot): a high-priority launch waits behind
 // few lower ones on the device.
 //
-// CPU devices whose sessions run in workers are not scheduled here: each
-// session has its own worker process, and the kernel's CPU scheduler shares
-// the cores by the tenants' niceness (tenants.h).
+// A CPU device whose sessions run in workers is scheduled too: its
+// launches go to the session's worker once granted. Each such launch takes
+// all the device's cores (PoCL spreads its work-groups over them), so
+// workers' launches side by side only time-slice the cores: while queues
+// compete there, the device takes one launch at a time (the kernel's CPU
+// scheduler then has only the tenants' CPU groups and niceness to share by,
+// tenants.h).
 #pragma once
 
 #include <cstdint>
@@ -84,6 +88,8 @@ class DeviceScheduler {
     uint32_t held_ = 0;       // launches waiting in kad for a slot
     uint32_t granted_ = 0;    // slots granted to held launches, not yet dispatched
     bool waiting_ = false;    // in the scheduler's waiters (held_ > granted_)
+    absl::Time idle_since_ =
+        absl::InfinitePast();  // when it last had nothing on the device or waiting
   };
 
   struct Stats {
@@ -95,13 +101,20 @@ class DeviceScheduler {
   };
 
   static constexpr absl::Duration kClassLinger = absl::Milliseconds(20);
+  // A tenant (or queue) that had nothing on the device or waiting for longer
+  // than this resumes level with those waiting, without the credit it had:
+  // it does not bank idle time. A synchronous client's pause between its
+  // launches is far shorter, and keeps its place (its weight holds).
+  static constexpr absl::Duration kIdleCatchUp = absl::Milliseconds(20);
   // What a launch is charged before any launch on the device was measured
   // (and always, where the driver measures nothing).
   static constexpr double kUnmeasuredLaunchNs = 100'000;
 
   using Measured = MeasuredLaunches;
 
-  explicit DeviceScheduler(uint32_t depth);
+  // `contended_depth`: launches the device takes while queues compete; 0
+  // for depth/16.
+  explicit DeviceScheduler(uint32_t depth, uint32_t contended_depth = 0);
   ~DeviceScheduler();
 
   uint32_t depth() const { return depth_; }
@@ -158,9 +171,11 @@ class DeviceScheduler {
   // The charges of `n` of `flow`'s slots, taken back (they ended, or were
   // never used): their share of what is outstanding.
   static double refund(Flow& flow, uint32_t n);
-  // A flow that starts to wait after a pause does not bank the time it
-  // spent idle: it resumes at the virtual time of those still waiting.
-  void catch_up_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // A flow that starts to wait after a pause of kIdleCatchUp does not bank
+  // the time it spent idle: it (`flow_rested`) or its tenant
+  // (`tenant_rested`) resumes at the virtual time of those still waiting.
+  void catch_up_locked(Flow& flow, bool tenant_rested, bool flow_rested)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   // A priority class on this device: what it holds, and when it last did.
   struct Class {
@@ -180,9 +195,10 @@ class DeviceScheduler {
   uint32_t depth_now_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return active_flows_ > 1 ? contended_depth_ : depth_;
   }
-  // Keeps active_flows_: `flow` had launches on the device or waiting
-  // (`was`), and now may not, or the other way round.
-  void note_active_locked(const Flow& flow, bool was) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Keeps active_flows_ and when flows and tenants went idle: `flow` had
+  // launches on the device or waiting (`was`), and now may not, or the other
+  // way round.
+  void note_active_locked(Flow& flow, bool was) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   const uint32_t depth_;
   const uint32_t contended_depth_;

@@ -104,12 +104,15 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
       if (isolated(*d)) workers_->keep_ready(d->info().id);
     }
   }
-  // Sessions share a device in this process unless each has a worker of
-  // its own there: the shared ones are scheduled.
+  // Every device's launches are scheduled, whether sessions share it in
+  // this process or each has a worker of its own there. A worker's launch
+  // takes all the cores: while workers compete, one at a time
+  // (device_scheduler.h).
   for (const auto& d : registry_.devices) {
-    schedulers_.push_back(limits_.device_queue_depth == 0 || isolated(*d)
-                              ? nullptr
-                              : std::make_unique<DeviceScheduler>(limits_.device_queue_depth));
+    schedulers_.push_back(
+        limits_.device_queue_depth == 0
+            ? nullptr
+            : std::make_unique<DeviceScheduler>(limits_.device_queue_depth, isolated(*d) ? 1 : 0));
   }
 }
 
@@ -493,7 +496,7 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   // A queue on a scheduled device holds its held launches' ring in kad's
   // memory: a client's queues count against the host-memory guard.
   Charge rings;
-  if (q.ok() && !isolated(**device) && schedulers_[index] != nullptr) {
+  if (q.ok() && schedulers_[index] != nullptr) {
     absl::StatusOr<Charge> charge =
         charge_host_memory(ScheduledQueue::host_bytes(schedulers_[index]->depth()));
     if (charge.ok()) {

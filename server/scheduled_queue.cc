@@ -119,7 +119,7 @@ void ScheduledQueue::pump() {
     const uint32_t k = scheduler_.others_wait_locked(*flow_) ? 0 : (in_flight_count_ - 1) / 2;
     const EventId event = in_flight_[(in_flight_first_ + k) % scheduler_.depth()].event;
     absl::Status ended = wait_sent_locked(event);
-    if (!ended.ok()) note_error_locked(event, std::move(ended));
+    if (!ended.ok()) note_error_locked(event, std::move(ended), /*held=*/false);
   }
 }
 
@@ -141,7 +141,7 @@ void ScheduledQueue::dispatch_granted() {
     if (sent.ok()) {
       sent_locked(event, *sent);
     } else {
-      note_error_locked(event, sent.status());
+      note_error_locked(event, sent.status(), /*held=*/true);
     }
     dispatched_ = event;
   }
@@ -186,7 +186,11 @@ absl::Status ScheduledQueue::wait_sent_locked(EventId event) {
   }
   absl::Status status;
   if (device_event != 0) {
+    // One wait on the device at a time, and what it saw noted before the
+    // next: a failure the device reports once (a worker's lost launches)
+    // reaches the pump or the caller, and the other then finds it noted.
     mu().Unlock();
+    absl::MutexLock one_wait(&wait_mu_);
     status = queue_->wait(device_event);
     mu().Lock();
   }
@@ -195,11 +199,15 @@ absl::Status ScheduledQueue::wait_sent_locked(EventId event) {
   return status;
 }
 
-void ScheduledQueue::note_error_locked(EventId event, absl::Status status) {
+void ScheduledQueue::note_error_locked(EventId event, absl::Status status, bool held) {
   if (!error_.ok()) return;  // the first is what the next wait reports
-  error_ = absl::Status(status.code(),
-                        absl::StrCat("launch ", event, " on ", device().info().id,
-                                     " (it waited in kad for the device): ", status.message()));
+  // What the device said of a launch it ran names it already; a held launch
+  // the driver refused later is named here.
+  error_ =
+      held ? absl::Status(status.code(),
+                          absl::StrCat("launch ", event, " on ", device().info().id,
+                                       " (it waited in kad for the device): ", status.message()))
+           : std::move(status);
   error_event_ = event;
 }
 

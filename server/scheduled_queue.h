@@ -84,7 +84,9 @@ class ScheduledQueue final : public Queue {
   // Waits on the device for our `event` (which went to the device, or
   // failed to), then marks what ended.
   absl::Status wait_sent_locked(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
-  void note_error_locked(EventId event, absl::Status status)
+  // `held`: a held launch the driver refused at dispatch (named here), not a
+  // failure the device reported at a wait.
+  void note_error_locked(EventId event, absl::Status status, bool held)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
 
   DeviceScheduler& scheduler_;
@@ -93,6 +95,9 @@ class ScheduledQueue final : public Queue {
   // Taken before the scheduler's mutex by whoever sends launches to the
   // device (the caller, uncontended; the pump otherwise): one at a time, in order.
   absl::Mutex dispatch_mu_ ABSL_ACQUIRED_BEFORE(scheduler_.mu());
+  // Held by whoever waits on the device (the pump, or a caller's wait), until
+  // it has noted what it saw: taken without the scheduler's mutex.
+  absl::Mutex wait_mu_ ABSL_ACQUIRED_BEFORE(scheduler_.mu());
 
   EventId issued_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;      // the newest id handed out
   EventId dispatched_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;  // the newest sent (or failed)

@@ -1,5 +1,6 @@
 // DESIGN §8's fair share on a device that sessions share in kad (here PoCL
-// with --no-workers, as a GPU is shared): the device takes at most
+// with --no-workers, as a GPU is shared), and on the CPU device whose
+// sessions each have a worker (the default): the device takes at most
 // --device-queue-depth launches of all sessions together; the rest wait in
 // kad, keep their order and their event ids, and go to the device by
 // priority class, then by tenant weight. A client that never waits cannot
@@ -40,7 +41,7 @@ constexpr char kSpinSource[] =
 
 class FairShare : public ::testing::Test {
  protected:
-  void start(int depth) {
+  void start(int depth, bool workers = false) {
     char dir[] = "/tmp/kad-fair-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
@@ -49,8 +50,11 @@ class FairShare : public ::testing::Test {
                                          "priority = 0\n"
                                          "[tenants.high]\n"
                                          "priority = 1\n";
-    auto d = Daemon::start({"--no-workers", "--device-queue-depth", std::to_string(depth),
-                            "--tokens", dir_ + "/tokens", "--config", dir_ + "/kad.toml"});
+    std::vector<std::string> flags = {
+        "--device-queue-depth", std::to_string(depth), "--tokens", dir_ + "/tokens", "--config",
+        dir_ + "/kad.toml"};
+    if (!workers) flags.push_back("--no-workers");
+    auto d = Daemon::start(flags);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = *std::move(d);
   }
@@ -74,6 +78,10 @@ class FairShare : public ::testing::Test {
     EXPECT_TRUE(s.ok() && !s->devices.empty()) << s.status();
     return s.ok() && !s->devices.empty() ? s->devices[0] : client::ServiceStatus::Device{};
   }
+
+  // A low tenant's long launches fill the device and wait in kad; a high
+  // tenant's launch goes before them.
+  void expect_a_higher_priority_launch_goes_first();
 
   std::string dir_;
   std::unique_ptr<Daemon> daemon_;
@@ -168,8 +176,7 @@ TEST_F(FairShare, AClientThatNeverWaitsDoesNotKeepTheDeviceFromOthers) {
   EXPECT_TRUE(ready) << "the bystander waited for a slot the idle client's ended launch held";
 }
 
-TEST_F(FairShare, AHigherPriorityTenantsLaunchGoesBeforeALowerOnesWaitingLaunches) {
-  start(1);
+void FairShare::expect_a_higher_priority_launch_goes_first() {
   auto low = connect(kLowToken, "low");
   auto high = connect(kHighToken, "high");
   ASSERT_TRUE(low != nullptr && high != nullptr);
@@ -194,14 +201,28 @@ TEST_F(FairShare, AHigherPriorityTenantsLaunchGoesBeforeALowerOnesWaitingLaunche
   EXPECT_EQ(device_status().held, 0u);
 }
 
-TEST(FairShareWorkers, ACpuDeviceWhoseSessionsRunInWorkersIsLeftToTheKernelsScheduler) {
+TEST_F(FairShare, AHigherPriorityTenantsLaunchGoesBeforeALowerOnesWaitingLaunches) {
+  start(1);
+  expect_a_higher_priority_launch_goes_first();
+}
+
+// Each session's kernels run in its own worker there, and the CPU device's
+// launches are scheduled all the same: kad sends a launch to its session's
+// worker once the device grants it a slot.
+TEST_F(FairShare, ThroughWorkersAHigherPriorityTenantsLaunchGoesFirstToo) {
+  start(1, /*workers=*/true);
+  EXPECT_EQ(device_status().queue_depth, 1u);
+  expect_a_higher_priority_launch_goes_first();
+}
+
+TEST(FairShareWorkers, TheCpuDeviceWhoseSessionsRunInWorkersIsScheduledByDefault) {
   auto d = Daemon::start();
   ASSERT_TRUE(d.ok()) << d.status();
   auto c = Client::connect((*d)->unix_uri(), "operator");
   ASSERT_TRUE(c.ok()) << c.status();
   auto s = (*c)->status();
   ASSERT_TRUE(s.ok() && !s->devices.empty()) << s.status();
-  EXPECT_EQ(s->devices[0].queue_depth, 0u) << "each session has its own worker there";
+  EXPECT_EQ(s->devices[0].queue_depth, 64u) << "--device-queue-depth's default";
 }
 
 }  // namespace

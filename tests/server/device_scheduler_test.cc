@@ -268,6 +268,35 @@ TEST(DeviceScheduler, ALaunchIsChargedTheDeviceTimeSinceTheLaunchThatEndedBefore
   EXPECT_EQ(s.busy_time_locked(300'000, 300'000), 0) << "no time";
 }
 
+TEST(DeviceScheduler, WeightsHoldForSynchronousClientsThatPauseBetweenLaunches) {
+  // Workers' CPU device: one launch at a time while queues compete. Each
+  // client launches, waits, launches again: between its launches it has
+  // nothing waiting, briefly, and keeps its tenant's place.
+  DeviceScheduler s(64, 1);
+  Tenant heavy{1}, light{2};
+  std::vector<std::unique_ptr<Flow>> flows;
+  for (int i = 0; i < 2; ++i) flows.push_back(s.join(&heavy, 4, 0));
+  for (int i = 0; i < 2; ++i) flows.push_back(s.join(&light, 1, 0));
+  absl::MutexLock lock(&s.mu());
+  for (auto& f : flows) s.hold_locked(*f);
+  std::map<const Tenant*, int> launches;
+  for (int i = 0; i < 500; ++i) {
+    Flow* running = nullptr;
+    for (size_t k = 0; k < flows.size(); ++k) {
+      if (flows[k]->granted() > 0) {
+        s.dispatched_locked(*flows[k], true);
+        running = flows[k].get();
+        ++launches[k < 2 ? &heavy : &light];
+      }
+    }
+    ASSERT_NE(running, nullptr) << "the device took nothing at step " << i;
+    s.release_locked(*running, 1);  // it ended; its client launches again
+    s.hold_locked(*running);
+  }
+  EXPECT_NEAR(launches[&heavy], 400, 5);
+  EXPECT_NEAR(launches[&light], 100, 5);
+}
+
 TEST(DeviceScheduler, AFlowThatLeavesGivesItsSlotsToThoseWaiting) {
   DeviceScheduler s(2);
   Tenant a{1}, b{2};

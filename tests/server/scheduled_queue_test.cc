@@ -1,11 +1,15 @@
 // ScheduledQueue (DESIGN §8's fair share) on the real PoCL device: launches
 // that wait in kad keep their order and their event ids, and a held launch
 // the driver refuses when its turn comes is reported once, by the next wait,
-// naming it. The driver's refusal is injected by a queue that forwards to
-// PoCL's real queue and refuses one chosen enqueue, as a driver out of
-// resources would.
+// naming it; a failure the device reports once (as a worker's lost launches
+// are) reaches the client's wait, whether the client's wait or the queue's
+// pump saw it. Failures are injected by a queue that forwards to PoCL's real
+// queue: it refuses one chosen enqueue, as a driver out of resources would,
+// or reports its first wait as lost, once, as a dead worker's queue does.
 #include "server/scheduled_queue.h"
 
+#include <chrono>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -14,10 +18,15 @@
 namespace kad::server {
 namespace {
 
-class RefusingQueue final : public Queue {
+class InjectingQueue final : public Queue {
  public:
-  RefusingQueue(std::unique_ptr<Queue> inner, int refuse)
-      : inner_(std::move(inner)), refuse_(refuse) {}
+  // `refuse`: the enqueue (counting from 1) refused; 0 for none.
+  // `lose_once`: the first wait reports its launches lost; later ones find
+  // them ended. That first wait answers once a second wait comes, or after
+  // a second: a second wait can come only while the first is in the
+  // queue, not once it has answered.
+  InjectingQueue(std::unique_ptr<Queue> inner, int refuse, bool lose_once = false)
+      : inner_(std::move(inner)), refuse_(refuse), lose_once_(lose_once) {}
   Device& device() const override { return inner_->device(); }
   absl::StatusOr<EventId> enqueue_kernel(CompiledKernel& k, const LaunchGeometry& g,
                                          const LaunchContext& c,
@@ -31,13 +40,35 @@ class RefusingQueue final : public Queue {
   absl::Status read_buffer(const Buffer& b, uint64_t o, std::span<std::byte> d) override {
     return inner_->read_buffer(b, o, d);
   }
-  absl::Status wait(EventId e) override { return inner_->wait(e); }
+  absl::Status wait(EventId e) override {
+    if (absl::Status s = inner_->wait(e); !s.ok()) return s;
+    if (!lose_once_) return absl::OkStatus();
+    absl::MutexLock lock(&mu_);
+    if (++waits_ > 1) return absl::OkStatus();  // the launches count as ended
+    // Answered only once another wait came, or a second passed; the other
+    // wait, if it came, is answered first.
+    mu_.AwaitWithTimeout(absl::Condition(
+                             +[](int* waits) { return *waits > 1; }, &waits_),
+                         absl::Seconds(1));
+    if (waits_ > 1) {
+      mu_.Unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      mu_.Lock();
+    }
+    entered_.store(true);
+    return absl::AbortedError("launch 1 was lost with the worker (injected)");
+  }
   absl::Status finish() override { return inner_->finish(); }
+  bool lost_reported() const { return entered_.load(); }
 
  private:
   std::unique_ptr<Queue> inner_;
   const int refuse_;
+  const bool lose_once_;
   int calls_ = 0;  // only the queue's one dispatcher at a time calls enqueue_kernel
+  absl::Mutex mu_;
+  int waits_ ABSL_GUARDED_BY(mu_) = 0;
+  std::atomic<bool> entered_{false};
 };
 
 class ScheduledQueueTest : public testing::PoclTest {
@@ -55,7 +86,7 @@ TEST_F(ScheduledQueueTest, AHeldLaunchTheDriverRefusesIsReportedOnceByTheNextWai
   DeviceScheduler scheduler(1);  // one launch on the device: the rest wait in kad
   auto real = device().create_queue();
   ASSERT_TRUE(real.ok()) << real.status();
-  ScheduledQueue queue(scheduler, std::make_unique<RefusingQueue>(*std::move(real), 2), nullptr, 1,
+  ScheduledQueue queue(scheduler, std::make_unique<InjectingQueue>(*std::move(real), 2), nullptr, 1,
                        0);
   auto kernel = increment();
   auto x = make_buffer<int32_t>(4, 0);
@@ -82,6 +113,34 @@ TEST_F(ScheduledQueueTest, AHeldLaunchTheDriverRefusesIsReportedOnceByTheNextWai
   ASSERT_TRUE(queue.read_buffer(*x, 0, std::as_writable_bytes(std::span(got))).ok());
   EXPECT_EQ(got, std::vector<int32_t>(4, 2)) << "launches 1 and 3 ran, in order";
   EXPECT_EQ(scheduler.stats().in_flight, 0u);
+}
+
+TEST_F(ScheduledQueueTest, AFailureTheDeviceReportsOnceReachesTheWaitWhenThePumpSawItFirst) {
+  DeviceScheduler scheduler(1);
+  auto real_a = device().create_queue();
+  auto real_b = device().create_queue();
+  ASSERT_TRUE(real_a.ok() && real_b.ok());
+  auto injecting = std::make_unique<InjectingQueue>(*std::move(real_a), 0, /*lose_once=*/true);
+  InjectingQueue& device_a = *injecting;
+  int tenant_a = 0, tenant_b = 0;
+  ScheduledQueue a(scheduler, std::move(injecting), &tenant_a, 1, 0);
+  ScheduledQueue b(scheduler, *std::move(real_b), &tenant_b, 1, 0);
+  auto kernel = increment();
+  auto x = make_buffer<int32_t>(4, 0), y = make_buffer<int32_t>(4, 0);
+  const KernelArg on_x[] = {KernelArg::of_buffer(*x)}, on_y[] = {KernelArg::of_buffer(*y)};
+  const NdRange range(Dims{4});
+  auto first = kad::launch(*kernel, a, cache(), {&range, nullptr, on_x});
+  ASSERT_TRUE(first.ok()) << first.status();
+  // b's launch waits for the one slot: a's pump waits on the device for
+  // a's launch to end, and is told it was lost.
+  ASSERT_TRUE(kad::launch(*kernel, b, cache(), {&range, nullptr, on_y}).ok());
+  // The client's wait comes meanwhile (or after): either way it reports the loss.
+  const absl::Status waited = a.wait(first->event);
+  EXPECT_TRUE(device_a.lost_reported());
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+  EXPECT_EQ(waited.message(), "launch 1 was lost with the worker (injected)");
+  EXPECT_TRUE(a.wait(first->event).ok()) << "reported once";
+  EXPECT_TRUE(b.finish().ok());
 }
 
 TEST_F(ScheduledQueueTest, AWaitForAnEventNeverIssuedIsRefusedNamingIt) {
