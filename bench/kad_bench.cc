@@ -441,19 +441,6 @@ int worker(int argc, char** argv) {
   }
   const std::string uri = argv[3];
   ClientRunner r(uri);
-  if (mode == "busy" && argc >= 6) {  // a CPU-heavy launch + wait for S seconds; count to OUT
-    const Work heavy{"relax", "float", Shape{{1 << 20}, {}}, true};
-    if (!r.setup(heavy).ok()) return 1;
-    const double seconds = std::atof(argv[4]);
-    const auto start = Clock::now();
-    int64_t n = 0;
-    while (seconds_since(start) < seconds) {
-      if (!r.launch().ok() || !r.wait().ok()) return 1;
-      ++n;
-    }
-    std::ofstream(argv[5]) << n / seconds_since(start) << "\n";
-    return 0;
-  }
   // Bursts of B CPU-heavy launches, a wait after each; with SCALE (argv[7]),
   // launches of SCALE times the items.
   if (mode == "flood" && argc >= 7) {
@@ -526,11 +513,13 @@ double time_process(const std::vector<std::string>& argv) {
 // shared-grpc-tcp/fair_share: tenants (bearer tokens over TCP) on a device
 // that their sessions share in kad (PoCL without workers, as a GPU is
 // shared), whose DeviceScheduler decides whose launch goes next.
+// worker-grpc-tcp/fair_share: the same on the CPU device whose sessions each
+// have a worker (kad's default), scheduled by kad all the same.
 struct ShareDaemon {
   std::string dir, uri;
   std::unique_ptr<kad::server::Daemon> daemon;
   // Tenants a, b (one class) and hi (a class above): tokens "bench-share-NAME-token".
-  static absl::StatusOr<ShareDaemon> start(uint32_t weight_a, uint32_t weight_b) {
+  static absl::StatusOr<ShareDaemon> start(uint32_t weight_a, uint32_t weight_b, bool workers) {
     ShareDaemon d;
     d.dir = absl::StrFormat("/tmp/kad-bench-shared-%d", getpid());
     std::filesystem::create_directories(d.dir);
@@ -538,6 +527,7 @@ struct ShareDaemon {
     kad::server::DaemonOptions options;
     options.listen = {"tcp://127.0.0.1:0"};
     options.tokens_file = d.dir + "/tokens";
+    if (workers) options.workers.command = {KAD_DAEMON_PATH, {}};
     for (const char* name : {"a", "b", "hi"}) {
       tokens << "bench-share-" << name << "-token " << name << "\n";
       kad::server::TenantSpec t;
@@ -595,7 +585,8 @@ struct ShareDaemon {
   }
 };
 
-void register_shared_fair_share() {
+void register_fair_share(bool workers) {
+  const std::string mode = workers ? "worker-grpc-tcp" : "shared-grpc-tcp";
   // Two tenants of one class, three client processes each, all with more
   // work than the device takes (each client submits bursts and waits for
   // each; three keep the tenant's backlog while one waits), for 3 s:
@@ -610,11 +601,12 @@ void register_shared_fair_share() {
   };
   for (const Case c : {Case{"equal weights, tenant a submits 10x more", 1, 1, 160, 16},
                        Case{"weights 2 and 1, equal submissions", 2, 1, 64, 64},
+                       Case{"weights 4 and 1, equal submissions", 4, 1, 64, 64},
                        Case{"equal weights, tenant a's launches 8x longer", 1, 1, 16, 16, 8}}) {
     benchmark::RegisterBenchmark(
-        absl::StrCat("shared-grpc-tcp/fair_share/", c.name).c_str(),
-        [c](benchmark::State& s) {
-          auto d = ShareDaemon::start(c.weight_a, c.weight_b);
+        absl::StrCat(mode, "/fair_share/", c.name).c_str(),
+        [c, workers](benchmark::State& s) {
+          auto d = ShareDaemon::start(c.weight_a, c.weight_b, workers);
           if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
           for (auto _ : s) {
             const auto t = Clock::now();
@@ -648,9 +640,10 @@ void register_shared_fair_share() {
   // alone, then while tenant a floods the device (bursts of 160 heavy
   // launches), first from the class above a's, then from a's own class.
   benchmark::RegisterBenchmark(
-      "shared-grpc-tcp/fair_share/light tenant's p99 launch latency beside a heavy one",
-      [](benchmark::State& s) {
-        auto d = ShareDaemon::start(1, 1);
+      absl::StrCat(mode, "/fair_share/light tenant's p99 launch latency beside a heavy one")
+          .c_str(),
+      [workers](benchmark::State& s) {
+        auto d = ShareDaemon::start(1, 1, workers);
         if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
         for (auto _ : s) {
           const auto t = Clock::now();
@@ -729,70 +722,10 @@ void register_processes() {
       ->Iterations(3)
       ->Unit(benchmark::kMillisecond);
 
-  // fair_share: two tenants (bearer tokens over TCP) of weights 4 and 1 in
-  // one priority class, two client processes each, launching a CPU-heavy
-  // kernel on the CPU device at once for three seconds; the daemon runs
-  // their kernels in workers at the tenants' niceness. Launches/s of each
-  // tenant and the ratio: 1 without shares, about 4 when the CPU follows
-  // the weights.
   if (pocl) {
-    benchmark::RegisterBenchmark(
-        "worker-grpc-tcp/fair_share/tenants of weight 4 and 1, 2 clients each",
-        [](benchmark::State& s) {
-          const std::string dir = absl::StrFormat("/tmp/kad-bench-share-%d", getpid());
-          std::filesystem::create_directories(dir);
-          const char* tokens[] = {"bench-heavy-token-0123456789", "bench-light-token-0123456789"};
-          std::ofstream(dir + "/tokens") << tokens[0] << " heavy\n" << tokens[1] << " light\n";
-          kad::server::DaemonOptions options;
-          options.listen = {"tcp://127.0.0.1:0"};
-          options.workers.command = {KAD_DAEMON_PATH, {}};
-          options.tokens_file = dir + "/tokens";
-          kad::server::TenantSpec heavy, light;
-          heavy.name = "heavy";
-          heavy.weight = 4;
-          light.name = "light";
-          light.weight = 1;
-          options.limits.tenants = {heavy, light};
-          auto d = kad::server::Daemon::start(kad::discover_devices(), std::move(options));
-          if (!d.ok()) return s.SkipWithError(d.status().ToString().c_str());
-          const std::string uri = (*d)->uris()[0];
-          // The kernel is built before the clock starts (once, for both).
-          setenv("KAD_TOKEN", tokens[0], 1);
-          kad::testing::wait_exit(
-              kad::testing::spawn({g_self, "--worker", "busy", uri, "0.2", dir + "/warm"}));
-          for (auto _ : s) {
-            std::vector<pid_t> pids;
-            std::vector<std::string> files;
-            const auto t = Clock::now();
-            for (int c = 0; c < 4; ++c) {
-              files.push_back(absl::StrFormat("%s/rate-%d", dir, c));
-              setenv("KAD_TOKEN", tokens[c % 2], 1);  // the clients inherit it
-              pids.push_back(
-                  kad::testing::spawn({g_self, "--worker", "busy", uri, "3", files.back()}));
-            }
-            unsetenv("KAD_TOKEN");
-            bool ok = true;
-            for (pid_t p : pids) ok &= kad::testing::wait_exit(p) == 0;
-            if (!ok) return s.SkipWithError("a client failed");
-            double rate[2] = {0, 0};
-            for (int c = 0; c < 4; ++c) {
-              double r = 0;
-              std::ifstream(files[static_cast<size_t>(c)]) >> r;
-              rate[c % 2] += r;
-            }
-            s.SetIterationTime(seconds_since(t));
-            s.counters["heavy_per_s"] = rate[0];
-            s.counters["light_per_s"] = rate[1];
-            s.counters["ratio"] = rate[1] > 0 ? rate[0] / rate[1] : 0;
-          }
-          std::filesystem::remove_all(dir);
-        })
-        ->UseManualTime()
-        ->Iterations(1)
-        ->Unit(benchmark::kMillisecond);
+    register_fair_share(/*workers=*/false);
+    register_fair_share(/*workers=*/true);
   }
-
-  if (pocl) register_shared_fair_share();
 
   // concurrency: client processes launching on one device at once.
   const std::vector<int> counts =

@@ -16,10 +16,9 @@ struct DeviceScheduler::Flow::Share {
   absl::Time idle_since = absl::InfinitePast();
 };
 
-DeviceScheduler::DeviceScheduler(uint32_t depth, uint32_t contended_depth)
+DeviceScheduler::DeviceScheduler(uint32_t depth)
     : depth_(std::max<uint32_t>(depth, 1)),
-      contended_depth_(
-          std::clamp<uint32_t>(contended_depth ? contended_depth : depth_ / 16, 1, depth_)),
+      contended_depth_(std::max<uint32_t>(depth_ / 16, 1)),
       lower_class_cap_(std::max<uint32_t>(contended_depth_ / 4, 1)) {
   // Reserved now, so that a launch that must wait allocates nothing.
   absl::MutexLock lock(&mu_);

@@ -33,13 +33,13 @@
 // quarter of that (at least one slot): a high-priority launch waits behind
 // few lower ones on the device.
 //
-// A CPU device whose sessions run in workers is scheduled too: its
-// launches go to the session's worker once granted. Each such launch takes
-// all the device's cores (PoCL spreads its work-groups over them), so
-// workers' launches side by side only time-slice the cores: while queues
-// compete there, the device takes one launch at a time (the kernel's CPU
-// scheduler then has only the tenants' CPU groups and niceness to share by,
-// tenants.h).
+// A CPU device whose sessions run in workers is scheduled too: a launch
+// goes to its session's worker once granted. The workers' launches on the
+// device then share the cores by the tenants' CPU groups and niceness
+// (tenants.h). Fewer launches on the device while workers compete (one or
+// two: each takes all the cores) kept weights no better in the benchmarks
+// and cost throughput: every slot that comes free there is a round trip
+// to a worker.
 #pragma once
 
 #include <cstdint>
@@ -112,9 +112,7 @@ class DeviceScheduler {
 
   using Measured = MeasuredLaunches;
 
-  // `contended_depth`: launches the device takes while queues compete; 0
-  // for depth/16.
-  explicit DeviceScheduler(uint32_t depth, uint32_t contended_depth = 0);
+  explicit DeviceScheduler(uint32_t depth);
   ~DeviceScheduler();
 
   uint32_t depth() const { return depth_; }

@@ -105,14 +105,11 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
     }
   }
   // Every device's launches are scheduled, whether sessions share it in
-  // this process or each has a worker of its own there. A worker's launch
-  // takes all the cores: while workers compete, one at a time
-  // (device_scheduler.h).
-  for (const auto& d : registry_.devices) {
-    schedulers_.push_back(
-        limits_.device_queue_depth == 0
-            ? nullptr
-            : std::make_unique<DeviceScheduler>(limits_.device_queue_depth, isolated(*d) ? 1 : 0));
+  // this process or each has a worker of its own there (device_scheduler.h).
+  for (size_t i = 0; i < registry_.devices.size(); ++i) {
+    schedulers_.push_back(limits_.device_queue_depth == 0
+                              ? nullptr
+                              : std::make_unique<DeviceScheduler>(limits_.device_queue_depth));
   }
 }
 

@@ -269,10 +269,10 @@ TEST(DeviceScheduler, ALaunchIsChargedTheDeviceTimeSinceTheLaunchThatEndedBefore
 }
 
 TEST(DeviceScheduler, WeightsHoldForSynchronousClientsThatPauseBetweenLaunches) {
-  // Workers' CPU device: one launch at a time while queues compete. Each
-  // client launches, waits, launches again: between its launches it has
-  // nothing waiting, briefly, and keeps its tenant's place.
-  DeviceScheduler s(64, 1);
+  // One launch at a time while queues compete. Each client launches,
+  // waits, launches again: between its launches it has nothing waiting,
+  // briefly, and keeps its tenant's place.
+  DeviceScheduler s(16);
   Tenant heavy{1}, light{2};
   std::vector<std::unique_ptr<Flow>> flows;
   for (int i = 0; i < 2; ++i) flows.push_back(s.join(&heavy, 4, 0));
