@@ -215,8 +215,8 @@ class Engine {
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> sessions_opened_{0};
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> device_launches_;
-  // One per device whose sessions share it in this process (none for a
-  // device whose sessions run in workers); null with no scheduling.
+  // One per device, whether its sessions share it in this process or run
+  // in workers; null with no scheduling (--device-queue-depth 0).
   // Declared before the sessions: their queues go first.
   std::vector<std::unique_ptr<DeviceScheduler>> schedulers_;
   // Declared after the devices and the cache: destroyed before them.
