@@ -232,8 +232,11 @@ void ShmChannel::run() {
     }
     // Both sides spin first only while the cores allow it; the client reads
     // what kad decided from the header (its own value there decides nothing here).
-    spin_ = spinning_pays();
-    header_->sleep_at_once.store(spin_ ? 0 : 1, std::memory_order_relaxed);
+    // Written only when it changes: the client reads that line at every wait.
+    if (const bool spin = spinning_pays(); spin != spin_) {
+      spin_ = spin;
+      header_->sleep_at_once.store(spin ? 0 : 1, std::memory_order_relaxed);
+    }
     const uint32_t tail =
         wait_for_change(&ring.tail, head, &ring.consumer_waiting, 100'000'000, spin_);
     if (tail == head) {
