@@ -75,6 +75,12 @@ class ClientRunner final : public Runner {
                           give_workgroup_ ? &workgroup_ : nullptr, args_);
   }
   absl::Status wait() override { return queue_->wait(); }
+  absl::Status run() override {
+    return queue_
+        ->run(kernel_, static_ndrange_ ? nullptr : &range_, give_workgroup_ ? &workgroup_ : nullptr,
+              args_)
+        .status();
+  }
   absl::Status ping() override { return queue_->ping(); }
 
  private:

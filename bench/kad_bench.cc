@@ -51,8 +51,11 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
 #include "backends/registry.h"
 #include "bench/client_runner.h"
+#include "bench/delay_proxy.h"
+#include "bench/grpc_floor.h"
 #include "bench/runner.h"
 #include "core/driver_scope.h"
 #include "core/kernel.h"
@@ -72,12 +75,15 @@
 namespace {
 
 using kad_bench::ClientRunner;
+using kad_bench::DelayProxy;
 using kad_bench::first_launch_work;
 using kad_bench::kRawPtxTarget;
 using kad_bench::raw_ptx;
 using kad_bench::requested_device_id;
 using kad_bench::Runner;
 using kad_bench::Shape;
+using kad_bench::start_tcp_echo;
+using kad_bench::tcp_round_trip;
 using kad_bench::Work;
 
 bool g_full = false;
@@ -254,17 +260,16 @@ void report_allocs(benchmark::State& state, const kad::testing::AllocCounts& c) 
   state.counters["total_bytes"] = static_cast<double>(c.total_bytes) / n;
 }
 
-// Synchronous: launch and wait, each iteration.
+// Synchronous: launch and wait, each iteration (Queue::run: one round trip).
 void run_sync(benchmark::State& state, const std::string& mode, const Work& w) {
   auto runner = runner_for(mode);
   if (absl::Status s = runner->setup(w); !s.ok()) return state.SkipWithError(s.ToString().c_str());
   for (int i = 0; i < 3; ++i) {
-    if (!runner->launch().ok() || !runner->wait().ok())
-      return state.SkipWithError("warm-up failed");
+    if (!runner->run().ok()) return state.SkipWithError("warm-up failed");
   }
   kad::testing::AllocCounter counter;
   for (auto _ : state) {
-    if (!runner->launch().ok() || !runner->wait().ok()) return state.SkipWithError("launch failed");
+    if (!runner->run().ok()) return state.SkipWithError("launch failed");
   }
   report_allocs(state, counter.counts());
 }
@@ -299,6 +304,178 @@ void run_ping(benchmark::State& state, const std::string& mode) {
     if (!runner->ping().ok()) return state.SkipWithError("ping failed");
   }
   report_allocs(state, counter.counts());
+}
+
+// grpc-tcp-1ms/: kad over TCP through a link with a 1 ms round trip
+// (delay_proxy.h), to count round trips per operation: round_trips is the
+// time per operation over the link's own round trip (a plain TCP ping-pong
+// through the same proxy, link_rtt_us).
+struct DelayedLink {
+  std::string uri;
+  double rtt_s = 0;
+};
+
+const DelayedLink* delayed_link() {
+  static const DelayedLink* link = []() -> const DelayedLink* {
+    const std::string tcp = daemon().uri("grpc-tcp");  // tcp://127.0.0.1:PORT
+    int kad_port = 0;
+    if (!absl::SimpleAtoi(tcp.substr(tcp.rfind(':') + 1), &kad_port)) return nullptr;
+    auto proxy = DelayProxy::start(kad_port, absl::Microseconds(500));
+    auto echo = start_tcp_echo();
+    if (!proxy.ok() || !echo.ok()) return nullptr;
+    auto echo_proxy = DelayProxy::start(*echo, absl::Microseconds(500));
+    if (!echo_proxy.ok()) return nullptr;
+    auto rtt = tcp_round_trip((*echo_proxy)->port(), 50);
+    if (!rtt.ok()) return nullptr;
+    return new DelayedLink{absl::StrCat("tcp://127.0.0.1:", (*proxy)->port()),
+                           absl::ToDoubleSeconds(*rtt)};
+  }();
+  return link;
+}
+
+// Times each iteration's `op` itself (manual time) and reports it in round
+// trips of the link, divided by `per` (operations per iteration).
+template <typename Op>
+void run_delayed(benchmark::State& state, int per, Op op) {
+  const DelayedLink* link = delayed_link();
+  if (link == nullptr) return state.SkipWithError("no delayed link: a loopback socket failed");
+  double total = 0;
+  for (auto _ : state) {
+    absl::StatusOr<double> seconds = op(*link);
+    if (!seconds.ok()) return state.SkipWithError(seconds.status().ToString().c_str());
+    state.SetIterationTime(*seconds);
+    total += *seconds;
+  }
+  const double per_op = total / static_cast<double>(state.iterations()) / per;
+  state.counters["link_rtt_us"] = link->rtt_s * 1e6;
+  state.counters["round_trips"] = per_op / link->rtt_s;
+}
+
+double seconds_of(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
+
+void register_delayed_link() {
+  const Work w{"scale", "float", {{16}, {16}, false, true, false}};
+  // A runner per case, set up once, on the delayed link.
+  auto runner_on = [w](const DelayedLink& link) {
+    auto r = std::make_shared<ClientRunner>(link.uri);
+    absl::Status s = r->setup(w);
+    for (int i = 0; s.ok() && i < 3; ++i) s = r->run();
+    return s.ok() ? absl::StatusOr<std::shared_ptr<ClientRunner>>(r) : s;
+  };
+  benchmark::RegisterBenchmark("grpc-tcp-1ms/echo", [runner_on](benchmark::State& s) {
+    std::shared_ptr<ClientRunner> r;
+    run_delayed(s, 1, [&](const DelayedLink& link) -> absl::StatusOr<double> {
+      if (!r) {
+        auto made = runner_on(link);
+        if (!made.ok()) return made.status();
+        r = *made;
+      }
+      const absl::Time start = absl::Now();
+      if (absl::Status st = r->ping(); !st.ok()) return st;
+      return seconds_of(start);
+    });
+  })->UseManualTime();
+  benchmark::RegisterBenchmark("grpc-tcp-1ms/launch/run", [runner_on](benchmark::State& s) {
+    std::shared_ptr<ClientRunner> r;
+    run_delayed(s, 1, [&](const DelayedLink& link) -> absl::StatusOr<double> {
+      if (!r) {
+        auto made = runner_on(link);
+        if (!made.ok()) return made.status();
+        r = *made;
+      }
+      const absl::Time start = absl::Now();
+      if (absl::Status st = r->run(); !st.ok()) return st;
+      return seconds_of(start);
+    });
+  })->UseManualTime();
+  benchmark::RegisterBenchmark(
+      "grpc-tcp-1ms/pipelined/static workgroup, dynamic ndrange",
+      [runner_on](benchmark::State& s) {
+        constexpr int kLaunches = 2000;
+        std::shared_ptr<ClientRunner> r;
+        run_delayed(s, kLaunches, [&](const DelayedLink& link) -> absl::StatusOr<double> {
+          if (!r) {
+            auto made = runner_on(link);
+            if (!made.ok()) return made.status();
+            r = *made;
+          }
+          const absl::Time start = absl::Now();
+          for (int i = 0; i < kLaunches; ++i)
+            if (absl::Status st = r->launch(); !st.ok()) return st;
+          if (absl::Status st = r->wait(); !st.ok()) return st;
+          return seconds_of(start);
+        });
+      })
+      ->UseManualTime();
+  // A new client's first launch of a kernel kad has cached: connect, open
+  // the session, create a queue, load, get the kernel, allocate, run.
+  benchmark::RegisterBenchmark(
+      "grpc-tcp-1ms/time_to_load/first launch of a cached kernel",
+      [](benchmark::State& s) {
+        run_delayed(s, 1, [&](const DelayedLink& link) -> absl::StatusOr<double> {
+          static const bool cached = [&] {  // compiled once, before any timing
+            ClientRunner warm(link.uri);
+            return warm.setup(first_launch_work()).ok() && warm.run().ok();
+          }();
+          if (!cached) return absl::InternalError("the kernel did not compile");
+          ClientRunner r(link.uri);
+          const absl::Time start = absl::Now();
+          absl::Status st = r.setup(first_launch_work());
+          if (st.ok()) st = r.run();
+          if (!st.ok()) return st;
+          return seconds_of(start);
+        });
+      })
+      ->UseManualTime()
+      ->Iterations(10);
+}
+
+// transfer/: 256 MiB written to and read back from a buffer (Queue::write,
+// Queue::read: streamed in 1 MiB chunks over gRPC), beside the same bytes
+// sent over a plain TCP socket on the same loopback (tcp-plain/). bytes/s is
+// the throughput.
+void register_transfers() {
+  constexpr uint64_t kBytes = uint64_t{256} << 20;
+  benchmark::RegisterBenchmark(
+      "tcp-plain/transfer/send 256 MiB",
+      [](benchmark::State& s) {
+        static const absl::StatusOr<int> sink = kad_bench::start_tcp_sink();
+        if (!sink.ok()) return s.SkipWithError(sink.status().ToString().c_str());
+        const std::string chunk(1 << 20, 'k');
+        for (auto _ : s) {
+          absl::StatusOr<double> seconds = kad_bench::tcp_send_seconds(*sink, chunk, kBytes);
+          if (!seconds.ok()) return s.SkipWithError(seconds.status().ToString().c_str());
+          s.SetIterationTime(*seconds);
+        }
+        s.SetBytesProcessed(static_cast<int64_t>(s.iterations() * kBytes));
+      })
+      ->UseManualTime()
+      ->Iterations(3);
+  for (const std::string mode : {"grpc-tcp", "shm"}) {
+    for (const bool write : {true, false}) {
+      const std::string name =
+          absl::StrCat(mode, "/transfer/", write ? "write" : "read", " 256 MiB");
+      benchmark::RegisterBenchmark(
+          name.c_str(),
+          [mode, write](benchmark::State& s) {
+            auto client = kad::Client::connect(uri_for(mode), "bench-transfer");
+            if (!client.ok()) return s.SkipWithError(client.status().ToString().c_str());
+            const std::string device = requested_device_id();
+            auto queue = (*client)->create_queue(device);
+            auto buffer = (*client)->allocate(kBytes, device);
+            if (!queue.ok() || !buffer.ok()) return s.SkipWithError("no queue or buffer");
+            std::vector<std::byte> host(kBytes, std::byte{7});
+            for (auto _ : s) {
+              const absl::Status st =
+                  write ? (*queue)->write(*buffer, 0, host) : (*queue)->read(*buffer, 0, host);
+              if (!st.ok()) return s.SkipWithError(st.ToString().c_str());
+            }
+            s.SetBytesProcessed(static_cast<int64_t>(s.iterations() * kBytes));
+          })
+          ->UseRealTime()
+          ->Iterations(3);
+    }
+  }
 }
 
 void register_all() {
@@ -388,6 +565,24 @@ void register_all() {
       run_ping(s, mode);
     })->UseRealTime();
   }
+  // grpc-floor-unix/echo, grpc-floor-tcp/echo: a bare gRPC stream's round
+  // trip (grpc_floor.h), the floor of grpc-unix/echo and grpc-tcp/echo.
+  for (const std::string transport : {"unix", "tcp"}) {
+    benchmark::RegisterBenchmark(("grpc-floor-" + transport + "/echo").c_str(),
+                                 [transport](benchmark::State& s) {
+                                   kad_bench::GrpcFloorClient floor(transport);
+                                   for (int i = 0; i < 3; ++i) (void)floor.roundtrip();
+                                   kad::testing::AllocCounter counter;
+                                   for (auto _ : s) {
+                                     if (!floor.roundtrip().ok())
+                                       return s.SkipWithError("echo failed");
+                                   }
+                                   report_allocs(s, counter.counts());
+                                 })
+        ->UseRealTime();
+  }
+  register_delayed_link();
+  register_transfers();
   // partition/: host only.
   const std::vector<std::pair<std::string, std::pair<bool, bool>>> partitions = {
       {"dynamic workgroup, dynamic ndrange", {false, false}},
@@ -434,8 +629,7 @@ int worker(int argc, char** argv) {
     const Work w = first_launch_work();
     absl::Status s = choose_device();
     if (s.ok()) s = r.setup(w);
-    if (s.ok()) s = r.launch();
-    if (s.ok()) s = r.wait();
+    if (s.ok()) s = r.run();
     if (!s.ok()) std::fprintf(stderr, "kad_bench standalone worker: %s\n", s.ToString().c_str());
     return s.ok() ? 0 : 1;
   }
@@ -485,13 +679,13 @@ int worker(int argc, char** argv) {
     std::vector<double> us;
     us.reserve(static_cast<size_t>(std::min(n, 100000)));
     if (argc >= 7) {
-      if (!r.launch().ok() || !r.wait().ok()) return 1;
+      if (!r.run().ok()) return 1;
       std::this_thread::sleep_until(to_time(argv[6]));
     }
     const auto start = Clock::now();
     for (int i = 0; i < n && (!end || Clock::now() < *end); ++i) {
       const auto t = Clock::now();
-      if (!r.launch().ok() || !r.wait().ok()) return 1;
+      if (!r.run().ok()) return 1;
       us.push_back(seconds_since(t) * 1e6);
     }
     const double total = seconds_since(start);
@@ -853,6 +1047,8 @@ int prepare_gpu_cache() {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // As kad's main: no lock-order checks on every Mutex (the suites keep them).
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
   if (argc > 2 && std::strcmp(argv[1], "--worker") == 0) return worker(argc, argv);
   g_self = std::filesystem::canonical("/proc/self/exe").string();
   std::vector<char*> args;

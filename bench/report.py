@@ -7,6 +7,7 @@ The header names the device the run used (kad_bench's kad_device context).
 Without matplotlib it still writes results.md and skips the plots.
 """
 import json
+import re
 import sys
 from collections import OrderedDict
 
@@ -22,7 +23,7 @@ def main(src, dst, machine):
         name = b["name"]
         for suffix in ("/real_time", "/manual_time"):
             name = name.removesuffix(suffix)
-        name = name.replace("/iterations:1", "").replace("/iterations:3", "").replace("/iterations:5", "")
+        name = re.sub(r"/iterations:\d+", "", name)
         mode, _, case = name.partition("/")
         rows.setdefault(case, {})[mode] = b
 
@@ -59,6 +60,34 @@ def main(src, dst, machine):
             rate = f"{b['items_per_second']:.0f}" if "items_per_second" in b else ""
             out.append(f"| {case} | {mode} | {us(b):.1f} | {ratio} | {rate} | "
                        f"{b.get('kad_allocs', 0):.1f} | {b.get('total_allocs', 0):.1f} |")
+    floors = [(kad, floor) for kad, floor in (("grpc-unix", "grpc-floor-unix"), ("grpc-tcp", "grpc-floor-tcp"))
+              if kad in rows.get("echo", {}) and floor in rows.get("echo", {})]
+    if floors:
+        out += ["", "kad's gRPC round trip (Queue::ping) against a bare gRPC stream echo "
+                "(grpc_floor.h; DESIGN §9 asks for at most 1.15x):", "",
+                "| transport | kad ping (µs) | bare echo (µs) | x floor |", "|---|---:|---:|---:|"]
+        for kad, floor in floors:
+            k, f = us(rows["echo"][kad]), us(rows["echo"][floor])
+            out.append(f"| {kad.split('-', 1)[1]} | {k:.1f} | {f:.1f} | {k / f:.2f} |")
+    transfers = {(mode, case): b for case, m in rows.items() if case.startswith("transfer/")
+                 for mode, b in m.items()}
+    plain = next((b for (mode, _), b in transfers.items() if mode == "tcp-plain"), None)
+    if transfers:
+        out += ["", "Transfers of 256 MiB (streamed in 1 MiB chunks over gRPC), against a plain TCP "
+                "socket on the same loopback:", "", "| case | mode | GB/s | x plain TCP |", "|---|---|---:|---:|"]
+        for (mode, case), b in transfers.items():
+            rate = b.get("bytes_per_second", 0) / 1e9
+            ratio = f"{b['bytes_per_second'] / plain['bytes_per_second']:.2f}" if plain else ""
+            out.append(f"| {case} | {mode} | {rate:.2f} | {ratio} |")
+    delayed = [(case, m["grpc-tcp-1ms"]) for case, m in rows.items() if "grpc-tcp-1ms" in m]
+    if delayed:
+        out += ["", "Round trips per operation over TCP through a link with a 1 ms round trip "
+                "(bench/delay_proxy.h; time / the link's plain TCP round trip):", "",
+                "| case | time (µs) | link RTT (µs) | round trips |", "|---|---:|---:|---:|"]
+        for case, b in delayed:
+            per = 2000 if case.startswith("pipelined/") else 1
+            out.append(f"| {case}{' (per launch)' if per > 1 else ''} | {us(b) / per:.1f} | "
+                       f"{b.get('link_rtt_us', 0):.0f} | {b.get('round_trips', 0):.4f} |")
     if conc:
         out += ["", "Concurrency (client processes on one device; worker-shm: a worker per client):", "",
                 "| clients | mode | launches/s | p50 (µs) | p99 (µs) | Jain's index |",

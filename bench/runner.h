@@ -19,6 +19,12 @@ class Runner {
   virtual absl::Status setup(const Work& w) = 0;
   virtual absl::Status launch() = 0;  // enqueue one launch
   virtual absl::Status wait() = 0;    // until everything is done
+  // A synchronous launch: launch and wait for it. Transports that can answer
+  // both in one round trip (Queue::run) do.
+  virtual absl::Status run() {
+    if (absl::Status s = launch(); !s.ok()) return s;
+    return wait();
+  }
   virtual absl::Status ping() { return absl::UnimplementedError("no transport"); }
 };
 

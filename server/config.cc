@@ -83,6 +83,15 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "seconds kad waits for launches to end when it drains (SIGTERM), closes a "
                  "session or frees memory they use")
       ->check(CLI::Range(int64_t{1}, int64_t{3600}));
+  int64_t keepalive_time_s = absl::ToInt64Seconds(c.daemon.keepalive_time);
+  int64_t keepalive_timeout_s = absl::ToInt64Seconds(c.daemon.keepalive_timeout);
+  app.add_option("--keepalive-time", keepalive_time_s,
+                 "seconds a client connection may be idle before kad pings it; with "
+                 "--keepalive-timeout, how soon a vanished client's sessions are reclaimed")
+      ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  app.add_option("--keepalive-timeout", keepalive_timeout_s,
+                 "seconds kad waits for a ping's answer before it closes the connection")
+      ->check(CLI::Range(int64_t{1}, int64_t{3600}));
   app.add_option("--compile-timeout", c.compile_timeout_s,
                  "seconds one compiler run on a client's kernel may take")
       ->check(CLI::Range(int64_t{1}, int64_t{3600}));
@@ -170,6 +179,10 @@ ParseOutcome parse_config(int argc, char** argv) {
       set_u64("compile_memory_mib", c.compile_memory_mib, app.get_option("--compile-memory-mib"));
       if (app.get_option("--drain-timeout")->count() == 0)
         drain_timeout_s = file["drain_timeout"].value_or(drain_timeout_s);
+      if (app.get_option("--keepalive-time")->count() == 0)
+        keepalive_time_s = file["keepalive_time"].value_or(keepalive_time_s);
+      if (app.get_option("--keepalive-timeout")->count() == 0)
+        keepalive_timeout_s = file["keepalive_timeout"].value_or(keepalive_timeout_s);
       if (app.get_option("--compile-timeout")->count() == 0)
         c.compile_timeout_s = file["compile_timeout"].value_or(c.compile_timeout_s);
       if (app.get_option("--no-workers")->count() == 0)
@@ -225,6 +238,18 @@ ParseOutcome parse_config(int argc, char** argv) {
     c.daemon.socket_mode = static_cast<uint32_t>(mode);
   }
   c.daemon.limits.finish_timeout = absl::Seconds(drain_timeout_s);
+  if (keepalive_time_s < 1 || keepalive_time_s > 86400 || keepalive_timeout_s < 1 ||
+      keepalive_timeout_s > 3600) {
+    out.exit = true;
+    out.exit_code = 2;
+    out.message = absl::StrFormat(
+        "kad: keepalive_time must be within 1..86400 s (is %d) and keepalive_timeout within "
+        "1..3600 s (is %d)",
+        keepalive_time_s, keepalive_timeout_s);
+    return out;
+  }
+  c.daemon.keepalive_time = absl::Seconds(keepalive_time_s);
+  c.daemon.keepalive_timeout = absl::Seconds(keepalive_timeout_s);
   if (!cache_dir.empty()) c.cache_dir = cache_dir == "off" ? std::string() : cache_dir;
   if (!listen.empty()) c.daemon.listen = listen;
   if (c.daemon.listen.empty()) c.daemon.listen.push_back("unix:" + default_socket_path());

@@ -40,6 +40,12 @@ struct DaemonOptions {
   // empty: none asked for.
   std::string tokens_file;
   ShmOptions shm;
+  // HTTP/2 keepalive on every connection: kad pings a connection idle this
+  // long and closes it when no answer comes within the timeout, so that a
+  // client that vanished without closing (a host down, a network cut, a
+  // stopped process) has its sessions reclaimed within their sum.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
   // Worker processes for client kernels (DESIGN §8); none when its command's
   // executable is empty (a daemon inside a test or client program).
   worker::WorkerOptions workers;

@@ -311,6 +311,74 @@ void KadService::reset_reply(v1::QueueReply* reply) {
   if (reply->has_choice()) reply->mutable_choice()->Clear();  // scalars only: nothing freed
   reply->clear_workgroup();
   reply->clear_data();
+  reply->set_failed_index(0);
+}
+
+namespace {
+
+// Decodes a wire launch into `out`, which holds the storage its request
+// points into. Allocates nothing unless it fails.
+absl::Status decode_launch(const v1::Launch& l, uint64_t queue, DecodedLaunch* out) {
+  if (l.args_size() > static_cast<int>(kMaxKernelArgs)) {
+    return absl::InvalidArgumentError(absl::StrFormat(
+        "a launch has %d arguments, more than the maximum of %d", l.args_size(), kMaxKernelArgs));
+  }
+  absl::Status status;
+  if (l.has_ndrange()) status = to_ndrange(l.ndrange(), &out->ndrange);
+  if (status.ok() && l.has_workgroup()) status = to_dims(l.workgroup(), &out->workgroup);
+  for (int i = 0; status.ok() && i < l.args_size(); ++i)
+    status = to_kernel_arg(l.args(i), static_cast<size_t>(i), &out->args[static_cast<size_t>(i)]);
+  out->request = {queue, l.kernel(), l.has_ndrange() ? &out->ndrange : nullptr,
+                  l.has_workgroup() ? &out->workgroup : nullptr,
+                  std::span<const KernelArg>(out->args.data(), static_cast<size_t>(l.args_size()))};
+  return status;
+}
+
+void set_launched(const LaunchResult& launched, v1::QueueReply* reply) {
+  reply->set_event(launched.event);
+  v1::LaunchChoice* choice = reply->mutable_choice();
+  choice->set_rank(launched.choice.rank);
+  choice->set_linear(launched.choice.linear);
+  choice->set_index_bits(launched.choice.index_bits);
+  reply->clear_workgroup();
+  for (int d = 0; d < launched.workgroup.rank; ++d) reply->add_workgroup(launched.workgroup[d]);
+}
+
+void set_status(const absl::Status& status, v1::QueueReply* reply) {
+  reply->set_code(static_cast<int32_t>(status.code()));
+  if (!status.ok()) reply->set_message(std::string(status.message()));
+}
+
+}  // namespace
+
+void KadService::run_batch(Session& session, uint64_t queue, const v1::LaunchBatch& batch,
+                           v1::QueueReply* reply) {
+  const int n = batch.launches_size();
+  if (n > static_cast<int>(kMaxBatchLaunches)) {
+    return set_status(absl::InvalidArgumentError(absl::StrFormat(
+                          "a batch of %d launches exceeds the maximum of %d; none was run", n,
+                          kMaxBatchLaunches)),
+                      reply);
+  }
+  // Each launch runs as if it had been sent alone; the first failure is the
+  // batch's answer, naming its launch.
+  absl::Status first;
+  DecodedLaunch decoded;
+  for (int i = 0; i < n; ++i) {
+    QueueOp op;
+    op.kind = QueueOp::Kind::kLaunch;
+    op.launch = &decoded.request;
+    QueueOpResult result;
+    absl::Status status = decode_launch(batch.launches(i), queue, &decoded);
+    if (status.ok()) status = run_queue_op(engine_, session, queue, op, &result);
+    if (result.launched) reply->set_event(result.launch.event);
+    if (!status.ok() && first.ok()) {
+      first = absl::Status(
+          status.code(), absl::StrFormat("launch %d of a batch of %d: %s", i, n, status.message()));
+      reply->set_failed_index(static_cast<uint32_t>(i));
+    }
+  }
+  set_status(first, reply);
 }
 
 void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
@@ -319,30 +387,18 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
   // shared-memory channel.
   absl::Status status;
   QueueOp op;
-  NdRange ndrange;
-  Dims workgroup;
-  std::array<KernelArg, kMaxKernelArgs> args;
-  LaunchByHandle launch;
+  DecodedLaunch decoded;
   switch (command.command_case()) {
-    case v1::QueueCommand::kLaunch: {
-      const v1::Launch& l = command.launch();
-      if (l.args_size() > static_cast<int>(kMaxKernelArgs)) {
-        status = absl::InvalidArgumentError(
-            absl::StrFormat("a launch has %d arguments, more than the maximum of %d", l.args_size(),
-                            kMaxKernelArgs));
-        break;
-      }
-      if (l.has_ndrange()) status = to_ndrange(l.ndrange(), &ndrange);
-      if (status.ok() && l.has_workgroup()) status = to_dims(l.workgroup(), &workgroup);
-      for (int i = 0; status.ok() && i < l.args_size(); ++i)
-        status = to_kernel_arg(l.args(i), static_cast<size_t>(i), &args[static_cast<size_t>(i)]);
-      launch = {queue, l.kernel(), l.has_ndrange() ? &ndrange : nullptr,
-                l.has_workgroup() ? &workgroup : nullptr,
-                std::span<const KernelArg>(args.data(), static_cast<size_t>(l.args_size()))};
-      op.kind = QueueOp::Kind::kLaunch;
-      op.launch = &launch;
+    case v1::QueueCommand::kLaunch:
+    case v1::QueueCommand::kRun: {
+      const bool run = command.command_case() == v1::QueueCommand::kRun;
+      status = decode_launch(run ? command.run() : command.launch(), queue, &decoded);
+      op.kind = run ? QueueOp::Kind::kRun : QueueOp::Kind::kLaunch;
+      op.launch = &decoded.request;
       break;
     }
+    case v1::QueueCommand::kBatch:
+      return run_batch(session, queue, command.batch(), reply);
     case v1::QueueCommand::kWait:
       op.kind = QueueOp::Kind::kWait;
       op.event = command.wait().event();
@@ -382,33 +438,45 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
       break;
     case v1::QueueCommand::COMMAND_NOT_SET:
       status = absl::InvalidArgumentError(
-          "queue command has no launch, wait, copy_in, copy_out or ping");
+          "queue command has no launch, run, batch, wait, copy_in, copy_out or ping");
       break;
   }
-  LaunchResult launched;
-  if (status.ok()) status = run_queue_op(engine_, session, queue, op, &launched);
+  QueueOpResult result;
+  if (status.ok()) status = run_queue_op(engine_, session, queue, op, &result);
   if (!status.ok() && op.kind == QueueOp::Kind::kCopyOut) reply->clear_data();
-  if (status.ok() && op.kind == QueueOp::Kind::kLaunch) {
-    reply->set_event(launched.event);
-    v1::LaunchChoice* choice = reply->mutable_choice();
-    choice->set_rank(launched.choice.rank);
-    choice->set_linear(launched.choice.linear);
-    choice->set_index_bits(launched.choice.index_bits);
-    for (int d = 0; d < launched.workgroup.rank; ++d) reply->add_workgroup(launched.workgroup[d]);
-  }
-  reply->set_code(static_cast<int32_t>(status.code()));
-  if (!status.ok()) reply->set_message(std::string(status.message()));
+  if (result.launched) set_launched(result.launch, reply);
+  set_status(status, reply);
 }
 
 namespace {
 
-// Replies of one Submit stream, written by their own thread so that reading
-// commands never waits for the client to read answers: a client may pipeline
-// (submit without reading) over any transport, the in-process one included,
-// whose writes complete only when the other side reads. Slots are reused
+// Replies of one Submit stream. Over a socket, the thread that ran the
+// command writes its reply at once (write_now): no hop to another thread, so
+// a round trip costs what a bare gRPC stream's does. A client may leave
+// answers unread (Queue::kMaxInFlight at most, a few KB, within HTTP/2's
+// window), so such a write does not wait for it. The in-process transport's
+// writes complete only when the other side reads, so there replies go
+// through the ring, written by the stream's writer thread, and reading
+// commands never waits for the client to read answers. The writer thread
+// also sends the last reply when the session closes. Slots are reused
 // messages: no allocation per reply once warm.
 class ReplyRing {
  public:
+  // Writes `reply` from the calling thread; false when the stream is
+  // broken or its session has ended (the reply is then discarded).
+  bool write_now(grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream,
+                 const v1::QueueReply& reply) {
+    absl::MutexLock write_lock(&write_mu_);
+    {
+      absl::MutexLock lock(&mu_);
+      if (broken_ || session_closed_) return false;
+    }
+    if (stream->Write(reply)) return true;
+    absl::MutexLock lock(&mu_);
+    broken_ = true;  // the client left
+    return false;
+  }
+
   static constexpr size_t kSlots = 1024;  // more than any client leaves unread
 
   // The slot for the next reply; blocks while the ring is full.
@@ -448,9 +516,10 @@ class ReplyRing {
           return;  // closed and drained
         } else {
           reply = &slots_[head_ % kSlots];
-          broken = broken_;  // only this thread sets it
+          broken = broken_;
         }
       }
+      absl::MutexLock write_lock(&write_mu_);  // after a reply being written now
       if (session_ended) {
         v1::QueueReply last;
         last.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
@@ -471,6 +540,7 @@ class ReplyRing {
   bool has_work_or_closed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return head_ != tail_ || closed_ || (session_closed_ && !broken_);
   }
+  absl::Mutex write_mu_;  // one write on the stream at a time; taken before mu_
   absl::Mutex mu_;
   std::array<v1::QueueReply, kSlots> slots_;
   uint64_t head_ ABSL_GUARDED_BY(mu_) = 0;  // next to write
@@ -496,9 +566,15 @@ grpc::Status KadService::Submit(
   ReplyRing* const ring_ptr = ring.get();
   const uint64_t listener = (*s)->add_close_listener([ring_ptr] { ring_ptr->end_with_session(); });
   v1::QueueCommand command;
+  v1::QueueReply own_reply;  // write_now's, reused
+  // A socket's peer (gRPC names it by address, or `fd:N` for the UNIX
+  // connections kad accepts itself); the in-process channel's is "unknown".
+  const std::string peer = context->peer();
+  const bool write_now = absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:") ||
+                         absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "fd:");
   uint64_t queue = 0;
   while (stream->Read(&command)) {
-    v1::QueueReply& reply = *ring->next_slot();
+    v1::QueueReply& reply = write_now ? own_reply : *ring->next_slot();
     reset_reply(&reply);
     reply.set_tag(command.tag());
     if (queue == 0) queue = command.queue();
@@ -509,7 +585,11 @@ grpc::Status KadService::Submit(
     } else {
       run_command(**s, queue, command, &reply);
     }
-    ring->publish();
+    if (write_now) {
+      ring->write_now(stream, reply);  // a broken stream's Read fails next
+    } else {
+      ring->publish();
+    }
   }
   (*s)->remove_close_listener(listener);
   ring->close();

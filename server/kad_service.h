@@ -18,6 +18,8 @@ namespace kad::server {
 inline constexpr char kSessionMetadata[] = "kad-session";
 // Largest payload of one copy message or transfer chunk.
 inline constexpr uint64_t kMaxChunkBytes = 1 << 20;
+// The most launches one LaunchBatch may carry.
+inline constexpr size_t kMaxBatchLaunches = 1024;
 
 grpc::Status to_grpc(const absl::Status& status);
 
@@ -72,6 +74,9 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
   // this very dispatch (tests/alloc/daemon_alloc_test.cc).
   void run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
                    v1::QueueReply* reply);
+  // Launches submitted back to back in one message; one reply for all.
+  void run_batch(Session& session, uint64_t queue, const v1::LaunchBatch& batch,
+                 v1::QueueReply* reply);
 
  private:
   absl::StatusOr<std::shared_ptr<Session>> session_of(const grpc::ServerContextBase& context);

@@ -3,12 +3,17 @@
 namespace kad::server {
 
 absl::Status run_queue_op(Engine& engine, Session& session, uint64_t queue, const QueueOp& op,
-                          LaunchResult* launched) {
+                          QueueOpResult* result) {
   switch (op.kind) {
-    case QueueOp::Kind::kLaunch: {
+    case QueueOp::Kind::kLaunch:
+    case QueueOp::Kind::kRun: {
       absl::StatusOr<LaunchResult> r = engine.launch(session, *op.launch);
       if (!r.ok()) return r.status();
-      *launched = *r;
+      result->launched = true;
+      result->launch = *r;
+      // In order: the launch's event done means everything before it is too;
+      // an empty launch (event 0) waits for everything before it.
+      if (op.kind == QueueOp::Kind::kRun) return engine.wait(session, queue, r->event);
       return absl::OkStatus();
     }
     case QueueOp::Kind::kWait:

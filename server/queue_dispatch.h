@@ -4,28 +4,45 @@
 // answer it; what a command does is written here once.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 
 #include "absl/status/status.h"
+#include "core/kernel.h"
 #include "core/launch_request.h"
 #include "server/engine.h"
 
 namespace kad::server {
 
+// A launch decoded from either transport's bytes, with the storage its
+// request points into: fixed-size, so decoding allocates nothing.
+struct DecodedLaunch {
+  NdRange ndrange;
+  Dims workgroup;
+  std::array<KernelArg, kMaxKernelArgs> args;
+  LaunchByHandle request;  // points into the fields above
+};
+
 struct QueueOp {
-  enum class Kind { kLaunch, kWait, kCopyIn, kCopyOut, kPing };
+  // kRun: a launch, then a wait for it (one round trip for a synchronous launch).
+  enum class Kind { kLaunch, kRun, kWait, kCopyIn, kCopyOut, kPing };
   Kind kind = Kind::kPing;
-  const LaunchByHandle* launch = nullptr;  // kLaunch: decoded, handles unresolved
+  const LaunchByHandle* launch = nullptr;  // kLaunch, kRun: decoded, handles unresolved
   EventId event = 0;                       // kWait: 0 waits for everything submitted
   uint64_t buffer = 0, offset = 0;         // kCopyIn, kCopyOut
   std::span<const std::byte> in;           // kCopyIn: the bytes to write
   std::span<std::byte> out;                // kCopyOut: where the bytes go
 };
 
-// Runs `op` on `queue` of `session`; a launch's result goes to `launched`.
-// Allocates nothing on success.
+struct QueueOpResult {
+  bool launched = false;  // kLaunch, kRun: the launch was accepted, and `launch` says how
+  LaunchResult launch;
+};
+
+// Runs `op` on `queue` of `session`. Allocates nothing on success. A kRun
+// whose launch was accepted reports it in `result` even when its wait fails.
 absl::Status run_queue_op(Engine& engine, Session& session, uint64_t queue, const QueueOp& op,
-                          LaunchResult* launched);
+                          QueueOpResult* result);
 
 }  // namespace kad::server

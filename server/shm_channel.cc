@@ -173,7 +173,8 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
   std::byte* const arena = reinterpret_cast<std::byte*>(memory_ + kArenaOffset);
   switch (static_cast<Op>(r.op)) {
     case Op::kLaunch:
-      op.kind = QueueOp::Kind::kLaunch;
+    case Op::kRun:
+      op.kind = static_cast<Op>(r.op) == Op::kRun ? QueueOp::Kind::kRun : QueueOp::Kind::kLaunch;
       op.launch = &decoded_.request;
       status = decode_launch(r, queue_, &decoded_);
       break;
@@ -199,11 +200,13 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
       break;
     default:
       status = absl::InvalidArgumentError(absl::StrFormat(
-          "record %d has operation %d, not launch, wait, copy in, copy out or ping", r.tag, r.op));
+          "record %d has operation %d, not launch, run, wait, copy in, copy out or ping", r.tag,
+          r.op));
   }
-  LaunchResult launched;
-  if (status.ok()) status = run_queue_op(engine_, *session_, queue_, op, &launched);
-  if (status.ok() && op.kind == QueueOp::Kind::kLaunch) {
+  QueueOpResult result;
+  if (status.ok()) status = run_queue_op(engine_, *session_, queue_, op, &result);
+  if (result.launched) {
+    const LaunchResult& launched = result.launch;
     done->event = launched.event;
     done->linear = launched.choice.linear;
     done->index_bits = launched.choice.index_bits;

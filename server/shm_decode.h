@@ -11,15 +11,9 @@
 #include "core/kernel.h"
 #include "kad/shm/v1/layout.h"
 #include "server/engine.h"
+#include "server/queue_dispatch.h"
 
 namespace kad::server {
-
-struct DecodedLaunch {
-  NdRange ndrange;
-  Dims workgroup;
-  std::array<KernelArg, kMaxKernelArgs> args;
-  LaunchByHandle request;  // points into the fields above
-};
 
 absl::Status decode_launch(const shm::v1::SubmitRecord& record, uint64_t queue, DecodedLaunch* out);
 

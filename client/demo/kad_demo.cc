@@ -77,9 +77,9 @@ int main(int argc, char** argv) {
   const float a = 3.0f;
   const Arg args[] = {Arg::buffer(buffers[0]), Arg::scalar(a), Arg::buffer(buffers[1]),
                       Arg::buffer(buffers[2])};
-  auto launched = (*queue)->launch(*kernel, kad::client::Dims{n}, nullptr, args);
+  // Launch and wait for it: one round trip to kad.
+  auto launched = (*queue)->run(*kernel, kad::client::Dims{n}, nullptr, args);
   if (!launched.ok()) return fail(launched.status());
-  if (auto s = (*queue)->wait(launched->event); !s.ok()) return fail(s);
   if (auto s = (*queue)->read(buffers[0], 0, std::as_writable_bytes(std::span(z))); !s.ok())
     return fail(s);
 

@@ -428,10 +428,10 @@ int cmd_run(kad::Client& client, const RunOptions& o, bool json) {
   if (!kernel.ok()) return fail(kernel.status());
 
   const auto start = std::chrono::steady_clock::now();
+  // launch + wait in one round trip to kad
   auto launched =
-      (*queue)->launch(*kernel, &*ndrange, workgroup->rank ? &*workgroup : nullptr, launch_args);
+      (*queue)->run(*kernel, &*ndrange, workgroup->rank ? &*workgroup : nullptr, launch_args);
   if (!launched.ok()) return fail(launched.status());
-  if (auto s = (*queue)->wait(launched->event); !s.ok()) return fail(s);
   const double ms =
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
 

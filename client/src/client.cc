@@ -70,6 +70,12 @@ absl::StatusOr<LaunchInfo> Queue::launch(const Kernel& kernel, const Dims* ndran
   return transport_->launch(kernel, ndrange, workgroup, args, offsets);
 }
 
+absl::StatusOr<LaunchInfo> Queue::run(const Kernel& kernel, const Dims* ndrange,
+                                      const Dims* workgroup, std::span<const Arg> args,
+                                      const Dims* offsets) {
+  return transport_->run(kernel, ndrange, workgroup, args, offsets);
+}
+
 absl::Status Queue::submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                            std::span<const Arg> args, const Dims* offsets) {
   return transport_->submit(kernel, ndrange, workgroup, args, offsets);
@@ -213,6 +219,14 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
   grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(client::kMaxMessage);
   args.SetMaxSendMessageSize(client::kMaxMessage);
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS,
+              static_cast<int>(std::clamp<int64_t>(
+                  absl::ToInt64Milliseconds(options.keepalive_time), 1000, INT32_MAX)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+              static_cast<int>(std::clamp<int64_t>(
+                  absl::ToInt64Milliseconds(options.keepalive_timeout), 1000, INT32_MAX)));
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   if (absl::StartsWith(uri, "unix:")) {
     connection->unix_path = uri.substr(5);
     connection->channel = grpc::CreateCustomChannel(uri, grpc::InsecureChannelCredentials(), args);

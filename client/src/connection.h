@@ -66,6 +66,9 @@ class Queue::Transport {
   virtual absl::StatusOr<LaunchInfo> launch(const Kernel& kernel, const Dims* ndrange,
                                             const Dims* workgroup, std::span<const Arg> args,
                                             const Dims* offsets) = 0;
+  virtual absl::StatusOr<LaunchInfo> run(const Kernel& kernel, const Dims* ndrange,
+                                         const Dims* workgroup, std::span<const Arg> args,
+                                         const Dims* offsets) = 0;
   virtual absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                               std::span<const Arg> args, const Dims* offsets) = 0;
   virtual absl::Status wait(uint64_t event) = 0;
@@ -86,6 +89,11 @@ class Queue::Transport {
     absl::Status first = std::move(deferred_);
     deferred_ = absl::OkStatus();
     return first;
+  }
+  // What run() returns: the deferred failure (once), else the run's own result.
+  absl::StatusOr<LaunchInfo> after_run(absl::StatusOr<LaunchInfo> ran) {
+    if (deferred_.ok()) return ran;
+    return after_wait(absl::OkStatus());
   }
 
  private:

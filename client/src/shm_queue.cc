@@ -8,6 +8,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <array>
 #include <cstring>
 
 #include "absl/strings/str_cat.h"
@@ -105,6 +106,24 @@ class ShmTransport final : public Queue::Transport {
                                     const Dims* offsets) override {
     if (absl::Status s = submit(kernel, ndrange, workgroup, args, offsets); !s.ok()) return s;
     if (absl::Status s = answer(); !s.ok()) return s;
+    return launch_info();
+  }
+
+  absl::StatusOr<LaunchInfo> run(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                                 std::span<const Arg> args, const Dims* offsets) override {
+    if (absl::Status s = submit(kernel, ndrange, workgroup, args, offsets, Op::kRun); !s.ok())
+      return s;
+    if (absl::Status s = answer(); !s.ok()) return after_run(s);
+    return after_run(launch_info());
+  }
+
+  absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                      std::span<const Arg> args, const Dims* offsets) override {
+    return submit(kernel, ndrange, workgroup, args, offsets, Op::kLaunch);
+  }
+
+  // The launch answered last (done_).
+  LaunchInfo launch_info() const {
     LaunchInfo info;
     info.event = done_.event;
     info.linear = done_.linear != 0;
@@ -117,14 +136,15 @@ class ShmTransport final : public Queue::Transport {
   }
 
   absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
-                      std::span<const Arg> args, const Dims* offsets) override {
+                      std::span<const Arg> args, const Dims* offsets, Op op) {
     if (args.size() > kMaxArgs) {
       return absl::InvalidArgumentError(absl::StrFormat(
           "a launch has %d arguments, more than the maximum of %d", args.size(), kMaxArgs));
     }
     SubmitRecord* r;
     if (absl::Status s = next_slot(&r); !s.ok()) return s;
-    r->op = static_cast<uint32_t>(Op::kLaunch);
+    r->op = static_cast<uint32_t>(op);
+    launch_numbers_[r->tag % launch_numbers_.size()] = ++launches_;
     r->flags = (ndrange ? uint32_t{kHasNdrange} : 0u) |
                (ndrange && offsets ? uint32_t{kHasOffsets} : 0u) |
                (workgroup ? uint32_t{kHasWorkgroup} : 0u);
@@ -274,10 +294,13 @@ class ShmTransport final : public Queue::Transport {
   absl::Status answer() {
     while (pending_ > 1) {
       if (absl::Status s = read_one(); !s.ok()) return s;
-      if (done_.code != 0) {
+      if (done_.code != 0) {  // only submitted launches leave answers unread
         defer(
             static_cast<absl::StatusCode>(done_.code),
-            absl::string_view(done_.message, std::min<size_t>(done_.message_length, kMaxMessage)));
+            absl::StrFormat("launch %d submitted on this queue: %s",
+                            launch_numbers_[done_.tag % launch_numbers_.size()],
+                            absl::string_view(done_.message, std::min<size_t>(done_.message_length,
+                                                                              kMaxMessage))));
       }
     }
     if (absl::Status s = read_one(); !s.ok()) return s;
@@ -308,6 +331,10 @@ class ShmTransport final : public Queue::Transport {
   uint64_t next_tag_ = 1;
   uint64_t next_answer_ = 1;  // the tag the next completion must carry
   int pending_ = 0;           // records without an answer read
+  // Launches submitted on this queue; each unanswered record's number among
+  // them, by tag (at most kMaxInFlight + 1 are unanswered).
+  uint64_t launches_ = 0;
+  std::array<uint64_t, Queue::kMaxInFlight + 1> launch_numbers_{};
   CompletionRecord done_{};
 };
 

@@ -152,6 +152,59 @@ TEST_F(RunCommandAllocations, PipelinedWarmLaunchesAllocateNothing) {
   expect_written_by(kPipelined - 1);
 }
 
+TEST_F(RunCommandAllocations, WarmRunsAllocateNothing) {
+  v1::QueueCommand run_command;
+  run_command.set_queue(queue_);
+  *run_command.mutable_run() = launch_command(false).launch();
+  const auto set_run_k = [&](int32_t k) {
+    run_command.mutable_run()->mutable_args(2)->set_scalar_bits(static_cast<uint32_t>(k));
+  };
+  for (int32_t k = 0; k < 3; ++k) {
+    set_run_k(k);
+    ASSERT_EQ(run(run_command), 0) << reply_.message();
+  }
+  AllocCounter counter;
+  for (int32_t k = 0; k < kLaunches; ++k) {
+    set_run_k(k);
+    if (run(run_command) != 0) break;
+  }
+  const uint64_t kad_allocs = counter.counts().kad_allocs;
+  ASSERT_EQ(reply_.code(), 0) << reply_.message();
+  EXPECT_NE(reply_.event(), 0u);
+  EXPECT_EQ(kad_allocs, 0u) << "over " << kLaunches << " runs";
+  expect_written_by(kLaunches - 1);
+}
+
+TEST_F(RunCommandAllocations, WarmBatchesAllocateNothing) {
+  v1::QueueCommand batch;
+  batch.set_queue(queue_);
+  constexpr int kPerBatch = 64;
+  for (int i = 0; i < kPerBatch; ++i)
+    *batch.mutable_batch()->add_launches() = launch_command(false).launch();
+  v1::QueueCommand wait_all;
+  wait_all.set_queue(queue_);
+  wait_all.mutable_wait();
+  const auto set_batch_k = [&](int32_t k) {
+    for (v1::Launch& l : *batch.mutable_batch()->mutable_launches())
+      l.mutable_args(2)->set_scalar_bits(static_cast<uint32_t>(k));
+  };
+  set_batch_k(0);
+  ASSERT_EQ(run(batch), 0) << reply_.message();
+  ASSERT_EQ(run(wait_all), 0) << reply_.message();
+  constexpr int kBatches = 5;
+  AllocCounter counter;
+  for (int32_t k = 1; k <= kBatches; ++k) {
+    set_batch_k(k);
+    if (run(batch) != 0) break;
+  }
+  if (reply_.code() == 0) run(wait_all);
+  const uint64_t kad_allocs = counter.counts().kad_allocs;
+  ASSERT_EQ(reply_.code(), 0) << reply_.message();
+  EXPECT_EQ(kad_allocs, 0u) << "over " << kBatches << " batches of " << kPerBatch
+                            << " launches and one wait";
+  expect_written_by(kBatches);
+}
+
 TEST_F(RunCommandAllocations, TheCounterSeesTheDispatchAllocate) {
   // Not blind: a refused launch builds its message on this very path.
   v1::QueueCommand launch = launch_command(false);

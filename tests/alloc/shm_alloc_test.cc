@@ -95,6 +95,10 @@ class TransportAllocations : public ::testing::Test {
     if (!l.ok()) return l.status();
     return queue_->wait(l->event);
   }
+  absl::Status run(int32_t k) {
+    const Arg args[] = {Arg::buffer(out_), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(k)};
+    return queue_->run(kernel_, &range_, nullptr, args).status();
+  }
   absl::Status submit(int32_t k) {
     const Arg args[] = {Arg::buffer(out_), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(k)};
     return queue_->submit(kernel_, &range_, nullptr, args);
@@ -131,6 +135,13 @@ TEST_F(TransportAllocations, ShmWarmLaunchAllocatesNothingInTheClientOrTheDaemon
   const AllocCounts pipelined = pipelined_counter.counts();
   EXPECT_EQ(pipelined.kad_allocs, 0u) << "the client's shared-memory transport allocated";
   EXPECT_EQ(pipelined.service_allocs, 0u) << "the daemon's shared-memory channel allocated";
+  expect_written_by(kLaunches - 1);
+
+  AllocCounter run_counter;
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(run(k).ok());
+  const AllocCounts ran = run_counter.counts();
+  EXPECT_EQ(ran.kad_allocs, 0u) << "the client's shared-memory transport allocated";
+  EXPECT_EQ(ran.service_allocs, 0u) << "the daemon's shared-memory channel allocated";
   expect_written_by(kLaunches - 1);
 }
 
@@ -181,6 +192,12 @@ class BareSubmitStream {
     wait_.mutable_wait()->set_event(reply_.event());
     return roundtrip(wait_);
   }
+  bool run(int32_t k) {
+    if (!run_.has_run()) *run_.mutable_run() = launch_.launch();
+    run_.mutable_run()->mutable_args(2)->set_scalar_bits(static_cast<uint32_t>(k));
+    run_.set_queue(launch_.queue());
+    return roundtrip(run_);
+  }
 
  private:
   bool roundtrip(v1::QueueCommand& command) {
@@ -192,7 +209,7 @@ class BareSubmitStream {
   std::unique_ptr<v1::Kad::Stub> stub_;
   grpc::ClientContext context_;
   std::unique_ptr<grpc::ClientReaderWriter<v1::QueueCommand, v1::QueueReply>> stream_;
-  v1::QueueCommand launch_, wait_;
+  v1::QueueCommand launch_, wait_, run_;
   v1::QueueReply reply_;
   uint64_t next_tag_ = 1;
 };
@@ -214,6 +231,26 @@ TEST_F(TransportAllocations, GrpcWarmLaunchAllocatesNothingBeyondABareStream) {
   EXPECT_EQ(client_allocs, bare_allocs)
       << "allocations on this thread outside gRPC's core over " << kLaunches
       << " launches and waits: the client library's gRPC transport " << client_allocs
+      << ", a bare Submit stream of the same messages " << bare_allocs;
+  expect_written_by(kLaunches - 1);
+}
+
+TEST_F(TransportAllocations, GrpcWarmRunAllocatesNothingBeyondABareStream) {
+  connect("grpc-unix");
+  std::string unix_uri = daemon_.uri("grpc-unix");
+  unix_uri.resize(unix_uri.find('?'));
+  BareSubmitStream bare(unix_uri, client_->session_id(), queue_->handle(), kernel_, out_);
+  for (int32_t k = 0; k < 3; ++k) ASSERT_TRUE(bare.run(k));
+  for (int32_t k = 0; k < 3; ++k) ASSERT_TRUE(run(k).ok());
+  AllocCounter bare_counter;
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(bare.run(k));
+  const uint64_t bare_allocs = bare_counter.counts().kad_allocs;
+  AllocCounter client_counter;
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(run(k).ok());
+  const uint64_t client_allocs = client_counter.counts().kad_allocs;
+  EXPECT_EQ(client_allocs, bare_allocs)
+      << "allocations on this thread outside gRPC's core over " << kLaunches
+      << " runs: the client library's gRPC transport " << client_allocs
       << ", a bare Submit stream of the same messages " << bare_allocs;
   expect_written_by(kLaunches - 1);
 }

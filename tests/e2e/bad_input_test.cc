@@ -312,7 +312,7 @@ TEST_F(BadInput, SubmitRejectsEachBadCommandAndKeepsTheStream) {
   EXPECT_REPLY_ERROR(stream.send(out), INVALID_ARGUMENT, "use ReadBuffer");
 
   EXPECT_REPLY_ERROR(stream.send(v1::QueueCommand()), INVALID_ARGUMENT,
-                     "has no launch, wait, copy_in, copy_out or ping");
+                     "has no launch, run, batch, wait, copy_in, copy_out or ping");
 
   c = launch_command();
   c.set_queue(queue_ + 1000);
@@ -322,6 +322,58 @@ TEST_F(BadInput, SubmitRejectsEachBadCommandAndKeepsTheStream) {
   v1::QueueReply ok = stream.send(launch_command());
   EXPECT_EQ(ok.code(), 0) << ok.message();
   EXPECT_NE(ok.event(), 0u);
+}
+
+TEST_F(BadInput, ARunIsCheckedAsALaunchIs) {
+  Stream stream(*this);
+  v1::QueueCommand c;
+  c.set_queue(queue_);
+  *c.mutable_run() = launch_command().launch();
+  c.mutable_run()->set_kernel(999);
+  EXPECT_REPLY_ERROR(stream.send(c), NOT_FOUND, "no kernel 999");
+  c.mutable_run()->set_kernel(kernel_);
+  c.mutable_run()->mutable_ndrange()->set_extents(0, -3);
+  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT, "negative extent -3");
+  for (int i = 0; i < 100; ++i) c.mutable_run()->add_args()->set_buffer(buffer_);
+  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT, "a launch has 102 arguments");
+
+  // A good run answers once its launch is done, with the launch's event.
+  *c.mutable_run() = launch_command().launch();
+  v1::QueueReply ran = stream.send(c);
+  EXPECT_EQ(ran.code(), 0) << ran.message();
+  EXPECT_NE(ran.event(), 0u);
+  EXPECT_EQ(ran.workgroup_size(), 1);
+}
+
+TEST_F(BadInput, ABatchNamesItsFirstFailedLaunchAndRunsTheRest) {
+  Stream stream(*this);
+  v1::QueueCommand c;
+  c.set_queue(queue_);
+  v1::LaunchBatch* batch = c.mutable_batch();
+  for (int i = 0; i < 6; ++i) *batch->add_launches() = launch_command().launch();
+  batch->mutable_launches(2)->set_kernel(999);
+  batch->mutable_launches(4)->mutable_ndrange()->set_extents(0, -3);
+  const v1::QueueReply r = stream.send(c);
+  EXPECT_EQ(r.code(), static_cast<int>(grpc::StatusCode::NOT_FOUND));
+  EXPECT_THAT(r.message(), HasSubstr("launch 2 of a batch of 6: "));
+  EXPECT_THAT(r.message(), HasSubstr("no kernel 999"));
+  EXPECT_EQ(r.failed_index(), 2u);
+  // The good ones ran: launches 0, 1, 3 and 5 are events 1 to 4.
+  EXPECT_EQ(r.event(), 4u);
+  v1::QueueCommand w;
+  w.mutable_wait()->set_event(4);
+  EXPECT_EQ(stream.send(w).code(), 0);
+
+  // Too many launches in one batch: refused whole, before any runs.
+  for (int i = 0; i < 1024 - 6 + 1; ++i) *batch->add_launches() = launch_command().launch();
+  EXPECT_REPLY_ERROR(stream.send(c), INVALID_ARGUMENT,
+                     "a batch of 1025 launches exceeds the maximum of 1024; none was run");
+  // An empty batch is answered, with nothing run; the stream still launches.
+  c.mutable_batch()->clear_launches();
+  EXPECT_EQ(stream.send(c).code(), 0);
+  v1::QueueReply ok = stream.send(launch_command());
+  EXPECT_EQ(ok.code(), 0) << ok.message();
+  EXPECT_EQ(ok.event(), 5u);
 }
 
 TEST_F(BadInput, SubmitOnAnUnknownQueueIsNotFound) {

@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "core/dims.h"
+#include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
 #include "tests/formats/ir_modules.h"
 #include "tests/support/index_kernel.h"
@@ -14,6 +15,7 @@ namespace {
 using client::Arg;
 using client::ArgSpec;
 using testing::bytes_of;
+using ::testing::HasSubstr;
 
 kad::Dims to_core(const client::Dims& d) {
   kad::Dims out;
@@ -197,6 +199,106 @@ kernel void bump(KAD_CONTEXT, global int* x, int k) {
   ASSERT_TRUE(queue_->read(*b, 0, bytes_of(x)).ok());
   EXPECT_EQ(x, std::vector<int32_t>(64, n * (n + 1) / 2));
 }
+
+class ClientConformanceBump : public ClientConformance {
+ protected:
+  // A kernel that adds k to each of 64 ints, and its buffer, zeroed.
+  void SetUp() override {
+    ClientConformance::SetUp();
+    auto module = client_->load_module(R"(
+kernel void bump(KAD_CONTEXT, global int* x, int k) {
+  if (kad_active()) x[kad_global_linear()] += k;
+})");
+    ASSERT_TRUE(module.ok()) << module.status();
+    auto kernel = client_->get_kernel(
+        *module, {.entry = "bump",
+                  .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    ASSERT_TRUE(kernel.ok()) << kernel.status();
+    kernel_ = *kernel;
+    auto b = client_->allocate(64 * sizeof(int32_t));
+    ASSERT_TRUE(b.ok()) << b.status();
+    buffer_ = *b;
+    std::vector<int32_t> zeros(64, 0);
+    ASSERT_TRUE(queue_->write(buffer_, 0, bytes_of(zeros)).ok());
+  }
+  std::vector<int32_t> contents() {
+    std::vector<int32_t> x(64, -1);
+    EXPECT_TRUE(queue_->read(buffer_, 0, bytes_of(x)).ok());
+    return x;
+  }
+  client::Kernel kernel_;
+  client::Buffer buffer_;
+  const client::Dims range_{64};
+};
+
+TEST_P(ClientConformanceBump, RunLaunchesAndWaitsInOneCall) {
+  const Arg five[] = {Arg::buffer(buffer_), Arg::scalar<int32_t>(5)};
+  auto before = client_->status();
+  ASSERT_TRUE(before.ok()) << before.status();
+  auto ran = queue_->run(kernel_, &range_, nullptr, five);
+  ASSERT_TRUE(ran.ok()) << ran.status();
+  EXPECT_NE(ran->event, 0u);
+  EXPECT_EQ(ran->workgroup.rank, 1) << "the tuned workgroup is reported";
+  // Done when run returns: kad counts it waited for, and a wait has nothing left.
+  auto now = client_->status();
+  ASSERT_TRUE(now.ok()) << now.status();
+  EXPECT_EQ(now->queue_depth, before->queue_depth) << "the run's launch was not waited for";
+  EXPECT_EQ(now->launches, before->launches + 1);
+  EXPECT_TRUE(queue_->wait(ran->event).ok());
+  EXPECT_EQ(contents(), std::vector<int32_t>(64, 5));
+
+  // A refused run says why at once, and runs nothing.
+  const absl::StatusOr<client::LaunchInfo> refused = queue_->run(kernel_, nullptr, nullptr, five);
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(refused.status().message(), HasSubstr("its ndrange is dynamic"));
+
+  // A submitted launch's failure is reported by the next run, once; that
+  // run still ran.
+  ASSERT_TRUE(queue_->submit(kernel_, nullptr, nullptr, five).ok());
+  const absl::StatusOr<client::LaunchInfo> after = queue_->run(kernel_, &range_, nullptr, five);
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(after.status().message(), HasSubstr("a submitted launch failed"));
+  ASSERT_TRUE(queue_->run(kernel_, &range_, nullptr, five).ok());
+  EXPECT_EQ(contents(), std::vector<int32_t>(64, 15));
+}
+
+TEST_P(ClientConformanceBump, ASubmittedLaunchsErrorNamesItsPlaceOnTheQueue) {
+  // Launches 1 to 10 and 12 to 16 are good, launch 11 has no ndrange: a
+  // batch over gRPC, records over shared memory, reported alike.
+  for (int k = 1; k <= 16; ++k) {
+    const Arg args[] = {Arg::buffer(buffer_), Arg::scalar<int32_t>(1)};
+    ASSERT_TRUE(queue_->submit(kernel_, k == 11 ? nullptr : &range_, nullptr, args).ok());
+  }
+  const absl::Status waited = queue_->wait();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(waited.message(), HasSubstr("launch 11 submitted on this queue"));
+  EXPECT_THAT(waited.message(), HasSubstr("its ndrange is dynamic"));
+  EXPECT_TRUE(queue_->wait().ok()) << "reported once";
+  EXPECT_EQ(contents(), std::vector<int32_t>(64, 15)) << "the launches around it ran, in order";
+}
+
+TEST_P(ClientConformanceBump, ASubmittedLaunchReachesKadWithoutAWait) {
+  // A client that submits, then works on the host, has its launch run
+  // meanwhile (over gRPC: the batch leaves after Queue::kFlushAfter).
+  auto before = client_->status();
+  ASSERT_TRUE(before.ok()) << before.status();
+  const Arg args[] = {Arg::buffer(buffer_), Arg::scalar<int32_t>(7)};
+  ASSERT_TRUE(queue_->submit(kernel_, &range_, nullptr, args).ok());
+  uint64_t launches = before->launches;
+  for (int i = 0; i < 1000 && launches == before->launches; ++i) {
+    absl::SleepFor(absl::Milliseconds(10));
+    auto now = client_->status();
+    ASSERT_TRUE(now.ok()) << now.status();
+    launches = now->launches;
+  }
+  EXPECT_EQ(launches, before->launches + 1) << "the submitted launch never reached kad";
+  ASSERT_TRUE(queue_->wait().ok());
+  EXPECT_EQ(contents(), std::vector<int32_t>(64, 7));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, ClientConformanceBump,
+                         ::testing::Values("unix", "shm", "unix_grpc", "tcp", "inproc"),
+                         [](const auto& info) { return std::string(info.param); });
 
 TEST_P(ClientConformance, PingIsARoundTripThatKeepsOrder) {
   for (int i = 0; i < 100; ++i) ASSERT_TRUE(queue_->ping().ok());

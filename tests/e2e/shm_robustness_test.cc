@@ -247,7 +247,7 @@ TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
   };
   const std::vector<Case> cases = {
       {[](SubmitRecord& r) { r.op = 99; }, 3,
-       "operation 99, not launch, wait, copy in, copy out or ping"},
+       "operation 99, not launch, run, wait, copy in, copy out or ping"},
       {[](SubmitRecord& r) { r.rank = 9; }, 3, "rank 9"},
       {[](SubmitRecord& r) { r.nargs = 5000; }, 3, "5000 arguments"},
       {[](SubmitRecord& r) { r.args[0].kind = 77; }, 3, "argument 0 has kind 77"},

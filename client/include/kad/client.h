@@ -230,13 +230,30 @@ class Queue {
                                     const Dims* workgroup, std::span<const Arg> args) {
     return launch(kernel, &ndrange, workgroup, args);
   }
+  // Launches and waits until the launch (and everything submitted before it)
+  // has completed, in one round trip to kad: a synchronous launch. Like
+  // wait(), it also reports the first error of a launch submitted since the
+  // last wait; the LaunchInfo is the launch's own.
+  absl::StatusOr<LaunchInfo> run(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
+                                 std::span<const Arg> args, const Dims* offsets = nullptr);
+  absl::StatusOr<LaunchInfo> run(const Kernel& kernel, const Dims& ndrange, const Dims* workgroup,
+                                 std::span<const Arg> args) {
+    return run(kernel, &ndrange, workgroup, args);
+  }
   // Pipelined: sends the launch without waiting for the daemon's answer, so
   // that submission overlaps with the daemon's work. An error of a submitted
-  // launch is returned by the next wait(). At most kMaxInFlight answers are
-  // left unread; past that, submit reads one first (back-pressure).
+  // launch is returned by the next wait() or run(), naming the launch. Over
+  // gRPC, launches submitted back to back travel together, up to
+  // kBatchLaunches in one message: a batch leaves when it is full, when any
+  // other call on the queue needs the stream (wait, run, launch, ping, a
+  // copy) and at most kFlushAfter after its first launch. At most
+  // kMaxInFlight answers (launches, or batches over gRPC) are left unread;
+  // past that, submit reads one first (back-pressure).
   absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                       std::span<const Arg> args, const Dims* offsets = nullptr);
   static constexpr int kMaxInFlight = 255;
+  static constexpr int kBatchLaunches = 64;
+  static constexpr absl::Duration kFlushAfter = absl::Microseconds(200);
 
   // Waits for `event` and everything submitted before it; 0 waits for all.
   // Also reports the first error of a submitted launch since the last wait.
@@ -282,6 +299,13 @@ struct ConnectOptions {
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // HTTP/2 keepalive on the connection to kad: a ping after this long idle,
+  // and the connection closed (calls UNAVAILABLE) when no answer comes within
+  // the timeout, so that a vanished kad is noticed while this client waits.
+  // A connection that broke stays broken: its session is gone with it, and a
+  // new Client::connect opens a new connection and session.
+  absl::Duration keepalive_time = absl::Seconds(30);
+  absl::Duration keepalive_timeout = absl::Seconds(10);
 };
 }  // namespace client
 

@@ -29,7 +29,10 @@ inline constexpr size_t kMaxMessage = 416;
 // ---- records -----------------------------------------------------------------
 
 // kPing is answered at once with no kad work: the channel's own round trip.
-enum class Op : uint32_t { kLaunch = 1, kWait = 2, kCopyIn = 3, kCopyOut = 4, kPing = 5 };
+// kRun: a launch answered once it has completed (launch + wait, one round
+// trip); its completion carries the launch's event and choice, and the
+// launch's failure, else the wait's.
+enum class Op : uint32_t { kLaunch = 1, kWait = 2, kCopyIn = 3, kCopyOut = 4, kPing = 5, kRun = 6 };
 
 enum class ArgKind : uint8_t { kBuffer = 1, kScalar = 2, kLocal = 3 };
 
