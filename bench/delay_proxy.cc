@@ -106,6 +106,20 @@ class DelayLine {
   bool ended_ = false;
 };
 
+// Accepts connections on `listener` for the process's life, each served by
+// `serve` (which closes it) on a thread of its own.
+template <typename Serve>
+void serve_each(int listener, Serve serve) {
+  std::thread([listener, serve] {
+    for (;;) {
+      const int c = accept4(listener, nullptr, nullptr, SOCK_CLOEXEC);
+      if (c < 0) continue;
+      no_delay(c);
+      std::thread(serve, c).detach();
+    }
+  }).detach();
+}
+
 }  // namespace
 
 absl::StatusOr<DelayProxy*> DelayProxy::start(int upstream_port, absl::Duration one_way) {
@@ -113,26 +127,17 @@ absl::StatusOr<DelayProxy*> DelayProxy::start(int upstream_port, absl::Duration 
   absl::StatusOr<int> listener = listen_loopback(&proxy->port_);
   if (!listener.ok()) return listener.status();
   const Clock::duration delay = absl::ToChronoNanoseconds(one_way);
-  std::thread([fd = *listener, upstream_port, delay] {
-    for (;;) {
-      const int client = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (client < 0) continue;
-      no_delay(client);
-      const int server = connect_loopback(upstream_port);
-      if (server < 0) {
-        close(client);
-        continue;
-      }
-      std::thread([client, server, delay] {
-        DelayLine up(client, server, delay), down(server, client, delay);
-        std::thread back([&] { down.run(); });
-        up.run();
-        back.join();
-        close(client);
-        close(server);
-      }).detach();
+  serve_each(*listener, [upstream_port, delay](int client) {
+    const int server = connect_loopback(upstream_port);
+    if (server >= 0) {
+      DelayLine up(client, server, delay), down(server, client, delay);
+      std::thread back([&] { down.run(); });
+      up.run();
+      back.join();
+      close(server);
     }
-  }).detach();
+    close(client);
+  });
   return proxy;
 }
 
@@ -140,19 +145,12 @@ absl::StatusOr<int> start_tcp_echo() {
   int port = 0;
   absl::StatusOr<int> listener = listen_loopback(&port);
   if (!listener.ok()) return listener.status();
-  std::thread([fd = *listener] {
-    for (;;) {
-      const int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      no_delay(c);
-      std::thread([c] {
-        char buffer[4096];
-        for (ssize_t n; (n = read(c, buffer, sizeof(buffer))) > 0;)
-          if (write(c, buffer, static_cast<size_t>(n)) != n) break;
-        close(c);
-      }).detach();
-    }
-  }).detach();
+  serve_each(*listener, [](int c) {
+    char buffer[4096];
+    for (ssize_t n; (n = read(c, buffer, sizeof(buffer))) > 0;)
+      if (write(c, buffer, static_cast<size_t>(n)) != n) break;
+    close(c);
+  });
   return port;
 }
 
@@ -160,23 +158,17 @@ absl::StatusOr<int> start_tcp_sink() {
   int port = 0;
   absl::StatusOr<int> listener = listen_loopback(&port);
   if (!listener.ok()) return listener.status();
-  std::thread([fd = *listener] {
-    for (;;) {
-      const int c = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC);
-      if (c < 0) continue;
-      std::thread([c] {
-        uint64_t want = 0;
-        std::vector<char> buffer(1 << 20);
-        if (read(c, &want, sizeof(want)) == sizeof(want)) {
-          for (ssize_t n; want > 0 && (n = read(c, buffer.data(), buffer.size())) > 0;)
-            want -= std::min<uint64_t>(want, static_cast<uint64_t>(n));
-          const char done = 1;
-          (void)!write(c, &done, 1);
-        }
-        close(c);
-      }).detach();
+  serve_each(*listener, [](int c) {
+    uint64_t want = 0;
+    std::vector<char> buffer(1 << 20);
+    if (read(c, &want, sizeof(want)) == sizeof(want)) {
+      for (ssize_t n; want > 0 && (n = read(c, buffer.data(), buffer.size())) > 0;)
+        want -= std::min<uint64_t>(want, static_cast<uint64_t>(n));
+      const char done = 1;
+      (void)!write(c, &done, 1);
     }
-  }).detach();
+    close(c);
+  });
   return port;
 }
 

@@ -353,59 +353,40 @@ void run_delayed(benchmark::State& state, int per, Op op) {
 
 double seconds_of(absl::Time start) { return absl::ToDoubleSeconds(absl::Now() - start); }
 
+// Times `step` (a ping, a run, a burst of launches) on one runner per case,
+// set up and warmed once on the delayed link.
+template <typename Step>
+void run_delayed_step(benchmark::State& state, int per, Step step) {
+  std::shared_ptr<ClientRunner> runner;
+  run_delayed(state, per, [&](const DelayedLink& link) -> absl::StatusOr<double> {
+    if (!runner) {
+      runner = std::make_shared<ClientRunner>(link.uri);
+      absl::Status s = runner->setup(Work{"scale", "float", {{16}, {16}, false, true, false}});
+      for (int i = 0; s.ok() && i < 3; ++i) s = runner->run();
+      if (!s.ok()) return s;
+    }
+    const absl::Time start = absl::Now();
+    if (absl::Status s = step(*runner); !s.ok()) return s;
+    return seconds_of(start);
+  });
+}
+
 void register_delayed_link() {
-  const Work w{"scale", "float", {{16}, {16}, false, true, false}};
-  // A runner per case, set up once, on the delayed link.
-  auto runner_on = [w](const DelayedLink& link) {
-    auto r = std::make_shared<ClientRunner>(link.uri);
-    absl::Status s = r->setup(w);
-    for (int i = 0; s.ok() && i < 3; ++i) s = r->run();
-    return s.ok() ? absl::StatusOr<std::shared_ptr<ClientRunner>>(r) : s;
-  };
-  benchmark::RegisterBenchmark("grpc-tcp-1ms/echo", [runner_on](benchmark::State& s) {
-    std::shared_ptr<ClientRunner> r;
-    run_delayed(s, 1, [&](const DelayedLink& link) -> absl::StatusOr<double> {
-      if (!r) {
-        auto made = runner_on(link);
-        if (!made.ok()) return made.status();
-        r = *made;
-      }
-      const absl::Time start = absl::Now();
-      if (absl::Status st = r->ping(); !st.ok()) return st;
-      return seconds_of(start);
-    });
+  benchmark::RegisterBenchmark("grpc-tcp-1ms/echo", [](benchmark::State& s) {
+    run_delayed_step(s, 1, [](ClientRunner& r) { return r.ping(); });
   })->UseManualTime();
-  benchmark::RegisterBenchmark("grpc-tcp-1ms/launch/run", [runner_on](benchmark::State& s) {
-    std::shared_ptr<ClientRunner> r;
-    run_delayed(s, 1, [&](const DelayedLink& link) -> absl::StatusOr<double> {
-      if (!r) {
-        auto made = runner_on(link);
-        if (!made.ok()) return made.status();
-        r = *made;
-      }
-      const absl::Time start = absl::Now();
-      if (absl::Status st = r->run(); !st.ok()) return st;
-      return seconds_of(start);
-    });
+  benchmark::RegisterBenchmark("grpc-tcp-1ms/launch/run", [](benchmark::State& s) {
+    run_delayed_step(s, 1, [](ClientRunner& r) { return r.run(); });
   })->UseManualTime();
-  benchmark::RegisterBenchmark(
-      "grpc-tcp-1ms/pipelined/static workgroup, dynamic ndrange",
-      [runner_on](benchmark::State& s) {
-        constexpr int kLaunches = 2000;
-        std::shared_ptr<ClientRunner> r;
-        run_delayed(s, kLaunches, [&](const DelayedLink& link) -> absl::StatusOr<double> {
-          if (!r) {
-            auto made = runner_on(link);
-            if (!made.ok()) return made.status();
-            r = *made;
-          }
-          const absl::Time start = absl::Now();
-          for (int i = 0; i < kLaunches; ++i)
-            if (absl::Status st = r->launch(); !st.ok()) return st;
-          if (absl::Status st = r->wait(); !st.ok()) return st;
-          return seconds_of(start);
-        });
-      })
+  constexpr int kLaunches = 2000;
+  benchmark::RegisterBenchmark("grpc-tcp-1ms/pipelined/static workgroup, dynamic ndrange",
+                               [](benchmark::State& s) {
+                                 run_delayed_step(s, kLaunches, [](ClientRunner& r) {
+                                   for (int i = 0; i < kLaunches; ++i)
+                                     if (absl::Status st = r.launch(); !st.ok()) return st;
+                                   return r.wait();
+                                 });
+                               })
       ->UseManualTime();
   // A new client's first launch of a kernel kad has cached: connect, open
   // the session, create a queue, load, get the kernel, allocate, run.
