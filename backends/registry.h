@@ -26,6 +26,10 @@ struct DiscoveryConfig {
   // opencl:pocl:0): a worker serves one device and need not wait for the
   // others' drivers to start. Empty: every backend.
   std::string only_backend;
+  // The null device, null:0 (backends/null/): off unless asked for (kad
+  // --null-device, or KAD_NULL_DEVICE=1 in the environment, which the bench's
+  // --device null:0 sets).
+  bool null_device = false;
 };
 
 DeviceRegistry discover_devices(const DiscoveryConfig& config = {});

@@ -29,7 +29,9 @@ while [ $# -gt 0 ]; do
     --out) out=$2; shift ;;
     --filter) filter=$2; shift ;;
     --min-time) min_time=$2; shift ;;
-    --device) export KAD_BENCH_DEVICE=$2; shift ;;
+    --device) export KAD_BENCH_DEVICE=$2; shift
+      # null:0 (backends/null/) is off unless asked for.
+      case $KAD_BENCH_DEVICE in null:*) export KAD_NULL_DEVICE=1 ;; esac ;;
     --no-install) install=0 ;;
     --build) build=$2; shift ;;
     --no-build) do_build=0 ;;

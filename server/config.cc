@@ -117,6 +117,8 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--worker-device", c.worker_device)->group("");
   app.add_option("--worker-dir", c.worker_dir)->group("");
   app.add_option("--toolchain-version", c.toolchain_version)->group("");
+  app.add_flag("--null-device", c.null_device,
+               "serve null:0 too, a device whose kernels do nothing: kad's own cost, measured");
   app.add_flag("--cuda-prefer-blocks", c.cuda_prefer_blocks,
                "CUDA: tune for at least one block per SM, with fewer threads per block");
   try {

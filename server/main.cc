@@ -51,8 +51,9 @@ void start_lowering(const Config& config) {
 
 kad::DeviceRegistry start_devices(const Config& config) {
   start_lowering(config);
-  return kad::discover_devices(
-      {.cuda_prefer_blocks = config.cuda_prefer_blocks, .only_backend = {}});
+  return kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks,
+                                .only_backend = {},
+                                .null_device = config.null_device});
 }
 
 // `kad --worker-fd 3 --worker-device ID --worker-dir DIR`: runs client
