@@ -1,17 +1,23 @@
 #include "backends/null/null_backend.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <memory>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+
 namespace kad::null_backend {
 namespace {
 
-// 1. Buffers: device memory. Here it is host memory, owned by the buffer.
+// 1. Buffers: device memory. Here it is host memory, owned by the buffer,
+// counted against the device's memory (`in_use`) while the buffer lives.
 class NullBuffer final : public Buffer {
  public:
-  NullBuffer(const Device& device, uint64_t bytes) : device_(device), bytes_(bytes, std::byte{0}) {}
+  NullBuffer(const Device& device, uint64_t bytes, std::atomic<uint64_t>& in_use)
+      : device_(device), bytes_(bytes, std::byte{0}), in_use_(in_use) {}
+  ~NullBuffer() override { in_use_.fetch_sub(bytes_.size()); }
   uint64_t size() const override { return bytes_.size(); }
   const Device& device() const override { return device_; }
   std::byte* data() { return bytes_.data(); }
@@ -20,6 +26,7 @@ class NullBuffer final : public Buffer {
  private:
   const Device& device_;
   std::vector<std::byte> bytes_;  // zeroed: fresh memory never shows an earlier owner's bytes
+  std::atomic<uint64_t>& in_use_;
 };
 
 // 2. Compiled kernels: what the driver built, and the limits the pipeline
@@ -94,16 +101,26 @@ class NullDevice final : public Device {
     l.max_workgroup_dims = {1024, 1024, 64};
     l.max_groups = {uint64_t{1} << 31, uint64_t{1} << 31, uint64_t{1} << 31};
     l.compute_units = 1;
-    l.global_memory_bytes = uint64_t{1} << 30;
-    l.max_allocation_bytes = uint64_t{1} << 30;
+    l.global_memory_bytes = uint64_t{256} << 20;
+    l.max_allocation_bytes = uint64_t{256} << 20;
     l.local_memory_bytes = 64 << 10;
     l.max_parameter_bytes = 4096;
     info_.formats = {ModuleFormat::kOpenClC};
   }
   const DeviceInfo& info() const override { return info_; }
+  // A device runs out of memory: the null device's is host memory, so its
+  // bound also bounds what clients make kad hold through it.
   absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override {
     if (absl::Status s = check_allocation(info_, bytes); !s.ok()) return s;
-    return std::make_unique<NullBuffer>(*this, bytes);
+    const uint64_t limit = info_.limits.global_memory_bytes;
+    uint64_t used = in_use_.load();
+    do {
+      if (bytes > limit - used) {
+        return absl::ResourceExhaustedError(absl::StrFormat(
+            "%s is out of memory: %d bytes asked, %d of %d in use", info_.id, bytes, used, limit));
+      }
+    } while (!in_use_.compare_exchange_weak(used, used + bytes));
+    return std::make_unique<NullBuffer>(*this, bytes, in_use_);
   }
   absl::StatusOr<std::unique_ptr<Queue>> create_queue() override {
     return std::make_unique<NullQueue>(*this);
@@ -116,6 +133,7 @@ class NullDevice final : public Device {
 
  private:
   DeviceInfo info_;
+  std::atomic<uint64_t> in_use_{0};  // bytes of the buffers alive
 };
 
 }  // namespace

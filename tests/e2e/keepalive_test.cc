@@ -55,8 +55,9 @@ TEST(Keepalive, AStoppedTcpClientsSessionIsReclaimedWithinKeepaliveTimeAndTimeou
   EXPECT_EQ(after.buffers, before.buffers);
   // 1 s idle, 1 s without an answer; the rest is slack for a loaded machine.
   EXPECT_LT(seconds, 15.0);
-  std::printf("a stopped client's session was reclaimed after %.1f s (keepalive 1 s + 1 s)\n",
-              seconds);
+  if (after.sessions == before.sessions)
+    std::printf("a stopped client's session was reclaimed after %.1f s (keepalive 1 s + 1 s)\n",
+                seconds);
 }
 
 TEST(Keepalive, BadKeepaliveSettingsStopKadAtStartNamingThem) {

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
 
 namespace kad {
@@ -79,6 +80,17 @@ kernel void bump(KAD_CONTEXT, global int* x, int k) {
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument) << refused.status();
   auto huge = client.allocate(uint64_t{2} << 30, "null:0");
   EXPECT_EQ(huge.status().code(), absl::StatusCode::kResourceExhausted) << huge.status();
+
+  // Its memory (256 MiB, host memory in kad) runs out, and comes back when freed.
+  auto most = client.allocate(uint64_t{200} << 20, "null:0");
+  ASSERT_TRUE(most.ok()) << most.status();
+  auto more = client.allocate(uint64_t{100} << 20, "null:0");
+  EXPECT_EQ(more.status().code(), absl::StatusCode::kResourceExhausted) << more.status();
+  EXPECT_THAT(std::string(more.status().message()),
+              ::testing::HasSubstr("null:0 is out of memory"));
+  ASSERT_TRUE(client.free(*most).ok());
+  auto again = client.allocate(uint64_t{100} << 20, "null:0");
+  EXPECT_TRUE(again.ok()) << again.status();
 }
 
 }  // namespace
