@@ -99,7 +99,7 @@ class GrpcTransport final : public Queue::Transport {
                      std::span<const std::byte> data) override {
     absl::MutexLock lock(&mu_);
     if (data.size() > kChunk) {
-      if (absl::Status s = send_batch(); !s.ok()) return s;
+      if (absl::Status s = before_streamed_copy(); !s.ok()) return s;
       return write_streamed(*connection_, queue_, buffer, offset, data);
     }
     v1::CopyIn* c = copy_in_.mutable_copy_in();
@@ -112,7 +112,7 @@ class GrpcTransport final : public Queue::Transport {
   absl::Status read(const Buffer& buffer, uint64_t offset, std::span<std::byte> data) override {
     absl::MutexLock lock(&mu_);
     if (data.size() > kChunk) {
-      if (absl::Status s = send_batch(); !s.ok()) return s;
+      if (absl::Status s = before_streamed_copy(); !s.ok()) return s;
       return read_streamed(*connection_, queue_, buffer, offset, data);
     }
     v1::CopyOut* c = copy_out_.mutable_copy_out();
@@ -185,8 +185,15 @@ class GrpcTransport final : public Queue::Transport {
     return absl::OkStatus();
   }
 
-  absl::Status send_batch() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return batched() > 0 ? flush_locked(/*more_follows=*/false) : absl::OkStatus();
+  // Before a large copy, which travels on a call of its own (WriteBuffer,
+  // ReadBuffer): a round trip on this stream, so that kad has taken every
+  // launch submitted before it (it then waits for them as for any copy).
+  absl::Status before_streamed_copy() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (submitted_ == submitted_at_last_ping_) return absl::OkStatus();
+    ping_.mutable_ping();
+    if (absl::Status s = roundtrip(ping_); !s.ok()) return s;
+    submitted_at_last_ping_ = submitted_;
+    return absl::OkStatus();
   }
 
   // The flusher thread: a batch that nobody fills or sends leaves
@@ -316,6 +323,7 @@ class GrpcTransport final : public Queue::Transport {
   // filled; the first launch of each batch whose answer is unread.
   uint64_t submitted_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t batch_first_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t submitted_at_last_ping_ ABSL_GUARDED_BY(mu_) = 0;  // before_streamed_copy's
   std::array<uint64_t, Queue::kMaxInFlight + 1> batch_firsts_ ABSL_GUARDED_BY(mu_){};
   uint64_t batches_sent_ ABSL_GUARDED_BY(mu_) = 0, batches_read_ ABSL_GUARDED_BY(mu_) = 0;
   // The flusher: batches sent so far, and the one it watches.

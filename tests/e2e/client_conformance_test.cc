@@ -296,6 +296,28 @@ TEST_P(ClientConformanceBump, ASubmittedLaunchReachesKadWithoutAWait) {
   EXPECT_EQ(contents(), std::vector<int32_t>(64, 7));
 }
 
+TEST_P(ClientConformanceBump, ALargeCopyComesAfterTheLaunchesSubmittedBeforeIt) {
+  // Over gRPC a copy past 1 MiB travels on a call of its own; it must still
+  // see (write) or follow (read) what was submitted before it.
+  auto big = client_->allocate(uint64_t{3} << 20);
+  ASSERT_TRUE(big.ok()) << big.status();
+  std::vector<int32_t> host((uint64_t{3} << 20) / sizeof(int32_t), 1);
+  ASSERT_TRUE(queue_->write(*big, 0, bytes_of(host)).ok());
+  for (int round = 1; round <= 3; ++round) {
+    const Arg args[] = {Arg::buffer(*big), Arg::scalar<int32_t>(10)};
+    ASSERT_TRUE(queue_->submit(kernel_, &range_, nullptr, args).ok());
+    std::vector<int32_t> back(host.size(), -1);
+    ASSERT_TRUE(queue_->read(*big, 0, bytes_of(back)).ok());
+    ASSERT_EQ(back[0], 1 + 10 * round) << "the read overtook the launch submitted before it";
+    ASSERT_EQ(back[64], 1 + 10 * (round - 1)) << "past the launch: the last write's";
+    // A large write then overwrites what the next launch writes, in order.
+    ASSERT_TRUE(queue_->submit(kernel_, &range_, nullptr, args).ok());
+    std::vector<int32_t> reset(host.size(), 1 + 10 * round);
+    ASSERT_TRUE(queue_->write(*big, 0, bytes_of(reset)).ok());
+  }
+  ASSERT_TRUE(queue_->wait().ok());
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, ClientConformanceBump,
                          ::testing::Values("unix", "shm", "unix_grpc", "tcp", "inproc"),
                          [](const auto& info) { return std::string(info.param); });
