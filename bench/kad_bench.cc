@@ -310,6 +310,14 @@ void run_ping(benchmark::State& state, const std::string& mode) {
 // (delay_proxy.h), to count round trips per operation: round_trips is the
 // time per operation over the link's own round trip (a plain TCP ping-pong
 // through the same proxy, link_rtt_us).
+// grpc-tcp-netem-1ms/ (KAD_BENCH_LINK=netem, bench/run.sh --netem): the same
+// cases where the kernel delays the loopback itself (netem, 500 µs each way,
+// in a network namespace run.sh makes): no proxy, kad's port as it is.
+bool netem_link() {
+  const char* link = std::getenv("KAD_BENCH_LINK");
+  return link != nullptr && std::string_view(link) == "netem";
+}
+
 struct DelayedLink {
   std::string uri;
   double rtt_s = 0;
@@ -318,13 +326,18 @@ struct DelayedLink {
 const DelayedLink* delayed_link() {
   static const DelayedLink* link = []() -> const DelayedLink* {
     const std::string tcp = daemon().uri("grpc-tcp");  // tcp://127.0.0.1:PORT
+    auto echo = start_tcp_echo();
+    if (!echo.ok()) return nullptr;
+    if (netem_link()) {  // every loopback packet is delayed already
+      auto rtt = tcp_round_trip(*echo, 50);
+      if (!rtt.ok()) return nullptr;
+      return new DelayedLink{tcp, absl::ToDoubleSeconds(*rtt)};
+    }
     int kad_port = 0;
     if (!absl::SimpleAtoi(tcp.substr(tcp.rfind(':') + 1), &kad_port)) return nullptr;
     auto proxy = DelayProxy::start(kad_port, absl::Microseconds(500));
-    auto echo = start_tcp_echo();
-    if (!proxy.ok() || !echo.ok()) return nullptr;
     auto echo_proxy = DelayProxy::start(*echo, absl::Microseconds(500));
-    if (!echo_proxy.ok()) return nullptr;
+    if (!proxy.ok() || !echo_proxy.ok()) return nullptr;
     auto rtt = tcp_round_trip((*echo_proxy)->port(), 50);
     if (!rtt.ok()) return nullptr;
     return new DelayedLink{absl::StrCat("tcp://127.0.0.1:", (*proxy)->port()),
@@ -372,14 +385,15 @@ void run_delayed_step(benchmark::State& state, int per, Step step) {
 }
 
 void register_delayed_link() {
-  benchmark::RegisterBenchmark("grpc-tcp-1ms/echo", [](benchmark::State& s) {
+  const std::string prefix = netem_link() ? "grpc-tcp-netem-1ms/" : "grpc-tcp-1ms/";
+  benchmark::RegisterBenchmark((prefix + "echo").c_str(), [](benchmark::State& s) {
     run_delayed_step(s, 1, [](ClientRunner& r) { return r.ping(); });
   })->UseManualTime();
-  benchmark::RegisterBenchmark("grpc-tcp-1ms/launch/run", [](benchmark::State& s) {
+  benchmark::RegisterBenchmark((prefix + "launch/run").c_str(), [](benchmark::State& s) {
     run_delayed_step(s, 1, [](ClientRunner& r) { return r.run(); });
   })->UseManualTime();
   constexpr int kLaunches = 2000;
-  benchmark::RegisterBenchmark("grpc-tcp-1ms/pipelined/static workgroup, dynamic ndrange",
+  benchmark::RegisterBenchmark((prefix + "pipelined/static workgroup, dynamic ndrange").c_str(),
                                [](benchmark::State& s) {
                                  run_delayed_step(s, kLaunches, [](ClientRunner& r) {
                                    for (int i = 0; i < kLaunches; ++i)
@@ -391,7 +405,7 @@ void register_delayed_link() {
   // A new client's first launch of a kernel kad has cached: connect, open
   // the session, create a queue, load, get the kernel, allocate, run.
   benchmark::RegisterBenchmark(
-      "grpc-tcp-1ms/time_to_load/first launch of a cached kernel",
+      (prefix + "time_to_load/first launch of a cached kernel").c_str(),
       [](benchmark::State& s) {
         run_delayed(s, 1, [&](const DelayedLink& link) -> absl::StatusOr<double> {
           static const bool cached = [&] {  // compiled once, before any timing
@@ -411,10 +425,24 @@ void register_delayed_link() {
       ->Iterations(10);
 }
 
-// transfer/: 256 MiB written to and read back from a buffer (Queue::write,
-// Queue::read: streamed in 1 MiB chunks over gRPC), beside the same bytes
-// sent over a plain TCP socket on the same loopback (tcp-plain/). bytes/s is
-// the throughput.
+// transfer/'s daemon: a kad process, as a remote client meets it, so that
+// the client and kad each run with their own process's settings (kad's
+// allocator policy, server/main.cc, is not the client's).
+absl::StatusOr<std::string> transfer_daemon_uri(const std::string& mode) {
+  static const auto* started = [] {
+    std::vector<std::string> args;
+    if (absl::StartsWith(requested_device_id(), "null")) args.push_back("--null-device");
+    return new absl::StatusOr<std::unique_ptr<kad::testing::Daemon>>(
+        kad::testing::Daemon::start(std::move(args)));
+  }();
+  if (!started->ok()) return started->status();
+  return mode == "shm" ? (**started)->unix_uri() + "?transport=shm" : (**started)->tcp_uri();
+}
+
+// transfer/: 256 MiB written to and read back from a buffer of a kad process
+// (Queue::write, Queue::read: streamed in 1 MiB chunks over gRPC), beside the
+// same bytes sent over a plain TCP socket on the same loopback (tcp-plain/).
+// bytes/s is the throughput.
 void register_transfers() {
   constexpr uint64_t kBytes = uint64_t{256} << 20;
   benchmark::RegisterBenchmark(
@@ -439,13 +467,20 @@ void register_transfers() {
       benchmark::RegisterBenchmark(
           name.c_str(),
           [mode, write](benchmark::State& s) {
-            auto client = kad::Client::connect(uri_for(mode), "bench-transfer");
+            absl::StatusOr<std::string> uri = transfer_daemon_uri(mode);
+            if (!uri.ok()) return s.SkipWithError(uri.status().ToString().c_str());
+            auto client = kad::Client::connect(*uri, "bench-transfer");
             if (!client.ok()) return s.SkipWithError(client.status().ToString().c_str());
             const std::string device = requested_device_id();
             auto queue = (*client)->create_queue(device);
             auto buffer = (*client)->allocate(kBytes, device);
             if (!queue.ok() || !buffer.ok()) return s.SkipWithError("no queue or buffer");
             std::vector<std::byte> host(kBytes, std::byte{7});
+            // Untimed: the buffer's pages are made on its first write, a
+            // cost of a new buffer, not of the transfer.
+            if (absl::Status st = (*queue)->write(*buffer, 0, host); !st.ok()) {
+              return s.SkipWithError(st.ToString().c_str());
+            }
             for (auto _ : s) {
               const absl::Status st =
                   write ? (*queue)->write(*buffer, 0, host) : (*queue)->read(*buffer, 0, host);

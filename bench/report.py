@@ -79,10 +79,13 @@ def main(src, dst, machine):
             rate = b.get("bytes_per_second", 0) / 1e9
             ratio = f"{b['bytes_per_second'] / plain['bytes_per_second']:.2f}" if plain else ""
             out.append(f"| {case} | {mode} | {rate:.2f} | {ratio} |")
-    delayed = [(case, m["grpc-tcp-1ms"]) for case, m in rows.items() if "grpc-tcp-1ms" in m]
-    if delayed:
-        out += ["", "Round trips per operation over TCP through a link with a 1 ms round trip "
-                "(bench/delay_proxy.h; time / the link's plain TCP round trip):", "",
+    for link, how in (("grpc-tcp-1ms", "bench/delay_proxy.h, a user-space proxy"),
+                      ("grpc-tcp-netem-1ms", "the kernel's netem on a network namespace's loopback")):
+        delayed = [(case, m[link]) for case, m in rows.items() if link in m]
+        if not delayed:
+            continue
+        out += ["", f"Round trips per operation over TCP through a link with a 1 ms round trip "
+                f"({how}; time / the link's plain TCP round trip):", "",
                 "| case | time (µs) | link RTT (µs) | round trips |", "|---|---:|---:|---:|"]
         for case, b in delayed:
             per = 2000 if case.startswith("pipelined/") else 1

@@ -11,10 +11,16 @@
 #   machines without network; plots are skipped when matplotlib is missing.
 # --build DIR: the CMake build folder (default: build). --no-build: run
 #   DIR/bench/kad_bench as it is, without CMake (a binary built elsewhere).
+# --netem: only the delayed-link cases (grpc-tcp-netem-1ms/), over the
+#   kernel's own delay: the bench runs in a network namespace of its own
+#   (unshare -n) whose loopback netem delays by 500 µs each way (1 ms round
+#   trip), kad and the client both on 127.0.0.1 in it. Needs root (or user
+#   namespaces), iproute2 and the kernel's sch_netem; skipped, saying why,
+#   where any is missing.
 # Also writes PNG plots: launch_overhead.png, saxpy_by_size.png, latency_by_clients.png.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-usage="usage: bench/run.sh [--quick|--full] [--out DIR] [--filter REGEX] [--min-time S] [--device ID] [--no-install] [--build DIR] [--no-build]"
+usage="usage: bench/run.sh [--quick|--full] [--out DIR] [--filter REGEX] [--min-time S] [--device ID] [--no-install] [--build DIR] [--no-build] [--netem]"
 profile=quick
 out=bench/out
 filter=.
@@ -22,6 +28,7 @@ min_time=0.5
 install=1
 build=build
 do_build=1
+netem=0
 while [ $# -gt 0 ]; do
   case $1 in
     --quick) profile=quick ;;
@@ -35,6 +42,7 @@ while [ $# -gt 0 ]; do
     --no-install) install=0 ;;
     --build) build=$2; shift ;;
     --no-build) do_build=0 ;;
+    --netem) netem=1 ;;
     *) echo "$usage" >&2; exit 2 ;;
   esac
   shift
@@ -62,9 +70,25 @@ if [ ! -x "$bench" ]; then
 fi
 mkdir -p "$out"
 if [ -n "${KAD_BENCH_DEVICE:-}" ]; then echo "run.sh: device $KAD_BENCH_DEVICE (KAD_BENCH_DEVICE)"; fi
-"$bench" --profile="$profile" --benchmark_filter="$filter" \
-  --benchmark_min_time="$min_time" --benchmark_out="$out/results.json" \
-  --benchmark_out_format=json
+bench_args=(--profile="$profile" --benchmark_min_time="$min_time"
+  --benchmark_out="$out/results.json" --benchmark_out_format=json)
+if [ "$netem" = 1 ]; then
+  delay_loopback='ip link set lo up && tc qdisc add dev lo root netem delay 500us'
+  if ! command -v unshare >/dev/null || ! command -v tc >/dev/null; then
+    echo "run.sh --netem: skipped: needs unshare (util-linux) and tc (iproute2)" >&2
+    exit 0
+  fi
+  if ! why=$(unshare -n sh -c "$delay_loopback" 2>&1); then
+    echo "run.sh --netem: skipped: cannot delay a network namespace's loopback here: $why" >&2
+    exit 0
+  fi
+  [ "$filter" = . ] && filter='^grpc-tcp-netem-1ms/'
+  # The namespace's shell delays its loopback, then becomes the bench.
+  unshare -n sh -c "$delay_loopback && KAD_BENCH_LINK=netem exec \"\$0\" \"\$@\"" \
+    "$bench" --benchmark_filter="$filter" "${bench_args[@]}"
+else
+  "$bench" --benchmark_filter="$filter" "${bench_args[@]}"
+fi
 machine="$(nproc) cores, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), $(awk '/^MemTotal:/ {print int($2 / 1048576)}' /proc/meminfo) GiB"
 python=/usr/bin/python3
 [ -x "$python" ] || python=$(command -v python3 || true)

@@ -201,19 +201,34 @@ grpc::Status KadService::WriteBuffer(grpc::ServerContext* context,
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
   v1::WriteBufferChunk chunk;
-  uint64_t queue = 0, buffer = 0, offset = 0, written = 0;
+  uint64_t queue = 0, buffer = 0, offset = 0, announced = 0, written = 0;
   bool first = true;
   while (reader->Read(&chunk)) {
     if (first) {
       queue = chunk.queue();
       buffer = chunk.buffer();
       offset = chunk.offset();
+      announced = chunk.size();
       first = false;
+      if (announced != 0) {
+        absl::StatusOr<uint64_t> size = engine_.buffer_size(**s, buffer);
+        if (!size.ok()) return to_grpc(size.status());
+        uint64_t end;
+        if (__builtin_add_overflow(offset, announced, &end) || end > *size) {
+          return to_grpc(absl::OutOfRangeError(
+              absl::StrFormat("range of %d bytes at offset %d does not fit in a buffer of %d bytes",
+                              announced, offset, *size)));
+        }
+      }
     }
     const std::string& data = chunk.data();
     if (data.size() > kMaxChunkBytes) {
       return to_grpc(absl::InvalidArgumentError(absl::StrFormat(
           "a write chunk of %d bytes exceeds the maximum of %d", data.size(), kMaxChunkBytes)));
+    }
+    if (announced != 0 && data.size() > announced - written) {
+      return to_grpc(absl::InvalidArgumentError(
+          absl::StrFormat("WriteBuffer announced %d bytes and sent more", announced)));
     }
     uint64_t at;
     if (__builtin_add_overflow(offset, written, &at)) {
@@ -226,6 +241,10 @@ grpc::Status KadService::WriteBuffer(grpc::ServerContext* context,
     written += data.size();
   }
   if (first) return to_grpc(absl::InvalidArgumentError("WriteBuffer received no chunk"));
+  if (announced != 0 && written != announced) {
+    return to_grpc(absl::InvalidArgumentError(
+        absl::StrFormat("WriteBuffer announced %d bytes and sent %d", announced, written)));
+  }
   response->set_bytes_written(written);
   return grpc::Status::OK;
 }

@@ -30,6 +30,22 @@ absl::Status from_grpc(const grpc::Status& s) {
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()), s.error_message());
 }
 
+absl::Status Connection::status_of(const grpc::Status& s) const {
+  if (s.ok()) return absl::OkStatus();
+  const bool gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                    (s.error_code() == grpc::StatusCode::NOT_FOUND &&
+                     absl::StartsWith(s.error_message(), "no open session has id"));
+  if (!gone) return from_grpc(s);
+  return absl::UnavailableError(session_gone(s.error_message()));
+}
+
+std::string Connection::session_gone(std::string_view cause) const {
+  return absl::StrFormat(
+      "kad no longer holds session `%s` (kad stopped, restarted or closed it: %s); connect again "
+      "for a new session",
+      session_id, cause);
+}
+
 namespace {
 absl::Mutex g_inproc_mu(absl::kConstInit);
 InprocChannelFactory* g_inproc ABSL_GUARDED_BY(g_inproc_mu) = nullptr;
@@ -309,7 +325,8 @@ absl::StatusOr<std::vector<client::DeviceInfo>> Client::devices() {
   grpc::ClientContext context;
   connection_->attach(context);
   v1::ListDevicesResponse response;
-  if (auto s = client::from_grpc(connection_->stub->ListDevices(&context, {}, &response)); !s.ok())
+  if (auto s = connection_->status_of(connection_->stub->ListDevices(&context, {}, &response));
+      !s.ok())
     return s;
   std::vector<client::DeviceInfo> out;
   for (const v1::Device& d : response.devices()) {
@@ -338,7 +355,8 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   grpc::ClientContext context;
   connection_->attach(context);
   v1::GetStatusResponse r;
-  if (auto s = client::from_grpc(connection_->stub->GetStatus(&context, {}, &r)); !s.ok()) return s;
+  if (auto s = connection_->status_of(connection_->stub->GetStatus(&context, {}, &r)); !s.ok())
+    return s;
   client::ServiceStatus out;
   out.sessions = r.sessions();
   out.sessions_opened = r.sessions_opened();
@@ -385,7 +403,8 @@ absl::StatusOr<client::Buffer> Client::allocate(uint64_t bytes, absl::string_vie
   request.set_device_id(std::string(device));
   request.set_size(bytes);
   v1::AllocateBufferResponse response;
-  if (auto s = client::from_grpc(connection_->stub->AllocateBuffer(&context, request, &response));
+  if (auto s =
+          connection_->status_of(connection_->stub->AllocateBuffer(&context, request, &response));
       !s.ok())
     return s;
   client::Buffer buffer{response.buffer(), bytes, false};
@@ -408,7 +427,8 @@ absl::Status Client::free(const client::Buffer& buffer) {
   v1::FreeBufferRequest request;
   request.set_buffer(buffer.handle);
   v1::FreeBufferResponse response;
-  absl::Status s = client::from_grpc(connection_->stub->FreeBuffer(&context, request, &response));
+  absl::Status s =
+      connection_->status_of(connection_->stub->FreeBuffer(&context, request, &response));
   if (s.ok()) {
     absl::MutexLock lock(&connection_->mappings_mu);
     if (auto it = connection_->mappings.find(buffer.handle); it != connection_->mappings.end()) {
@@ -461,7 +481,7 @@ absl::StatusOr<client::Module> Client::load_module(client::ModuleFormat format,
   }
   request.set_code(std::string(bytes));
   v1::LoadModuleResponse response;
-  if (auto s = client::from_grpc(connection_->stub->LoadModule(&context, request, &response));
+  if (auto s = connection_->status_of(connection_->stub->LoadModule(&context, request, &response));
       !s.ok())
     return s;
   return client::Module{response.module(), response.digest()};
@@ -488,7 +508,7 @@ absl::StatusOr<client::Kernel> Client::get_kernel(const client::Module& module,
     if (a.kind == client::ArgKind::kScalar) w->set_scalar(client::to_wire(a.scalar));
   }
   v1::GetKernelResponse response;
-  if (auto s = client::from_grpc(connection_->stub->GetKernel(&context, request, &response));
+  if (auto s = connection_->status_of(connection_->stub->GetKernel(&context, request, &response));
       !s.ok())
     return s;
   return client::Kernel{response.kernel()};
@@ -505,7 +525,7 @@ absl::StatusOr<std::unique_ptr<client::Queue>> Client::create_queue(absl::string
         static_cast<uint64_t>(std::max<int64_t>(1, absl::ToInt64Milliseconds(launch_timeout))));
   }
   v1::CreateQueueResponse response;
-  if (auto s = client::from_grpc(connection_->stub->CreateQueue(&context, request, &response));
+  if (auto s = connection_->status_of(connection_->stub->CreateQueue(&context, request, &response));
       !s.ok())
     return s;
   const uint64_t queue = response.queue();

@@ -42,6 +42,15 @@ class Connection {
     if (!authorization.empty()) context.AddMetadata("authorization", authorization);
   }
 
+  // A call's status. Every call of a connection shares its session's
+  // HTTP/2 connection, so a transport that fails (UNAVAILABLE) or a kad that
+  // no longer knows the session (one that restarted, or reclaimed it) means
+  // the session is gone for good: that is said as UNAVAILABLE, naming the
+  // session and what to do, whichever call found it.
+  absl::Status status_of(const grpc::Status& s) const;
+  // The message of a session found gone, with the `cause` seen.
+  std::string session_gone(std::string_view cause) const;
+
   // Zero-copy buffers mapped into this process, by handle.
   struct Mapping {
     std::byte* data = nullptr;

@@ -135,8 +135,11 @@ class GrpcTransport final : public Queue::Transport {
   absl::Status closed() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (!finished_) {
       finished_ = true;
-      final_ = from_grpc(rw_->Finish());
-      if (final_.ok()) final_ = absl::UnavailableError("the queue's stream to kad closed");
+      final_ = connection_->status_of(rw_->Finish());
+      if (final_.ok()) {
+        final_ =
+            absl::UnavailableError(connection_->session_gone("the queue's stream to kad closed"));
+      }
     }
     return final_;
   }
@@ -337,58 +340,6 @@ class GrpcTransport final : public Queue::Transport {
 std::unique_ptr<Queue::Transport> make_grpc_transport(std::shared_ptr<Connection> connection,
                                                       uint64_t queue) {
   return std::make_unique<GrpcTransport>(std::move(connection), queue);
-}
-
-absl::Status write_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,
-                            uint64_t offset, std::span<const std::byte> data) {
-  grpc::ClientContext context;
-  connection.attach(context);
-  v1::WriteBufferResponse response;
-  auto writer = connection.stub->WriteBuffer(&context, &response);
-  v1::WriteBufferChunk chunk;
-  chunk.set_queue(queue);
-  chunk.set_buffer(buffer.handle);
-  chunk.set_offset(offset);
-  for (size_t done = 0; done < data.size();) {
-    const size_t n = std::min<size_t>(kChunk, data.size() - done);
-    chunk.set_data(reinterpret_cast<const char*>(data.data()) + done, n);
-    if (!writer->Write(chunk)) break;
-    chunk.clear_queue();
-    chunk.clear_buffer();
-    chunk.clear_offset();
-    done += n;
-  }
-  writer->WritesDone();
-  return from_grpc(writer->Finish());
-}
-
-absl::Status read_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,
-                           uint64_t offset, std::span<std::byte> data) {
-  grpc::ClientContext context;
-  connection.attach(context);
-  v1::ReadBufferRequest request;
-  request.set_queue(queue);
-  request.set_buffer(buffer.handle);
-  request.set_offset(offset);
-  request.set_size(data.size());
-  auto reader = connection.stub->ReadBuffer(&context, request);
-  v1::BufferChunk chunk;
-  size_t done = 0;
-  while (reader->Read(&chunk)) {
-    const std::string& d = chunk.data();
-    if (d.size() > data.size() - done) {
-      context.TryCancel();
-      reader->Finish().ok();
-      return absl::InternalError("kad returned more data than asked for");
-    }
-    std::memcpy(data.data() + done, d.data(), d.size());
-    done += d.size();
-  }
-  absl::Status s = from_grpc(reader->Finish());
-  if (s.ok() && done != data.size()) {
-    return absl::InternalError(absl::StrFormat("kad returned %d of %d bytes", done, data.size()));
-  }
-  return s;
 }
 
 }  // namespace kad::client

@@ -63,6 +63,7 @@ class ShmTransport final : public Queue::Transport {
 
   static absl::StatusOr<std::unique_ptr<ShmTransport>> open(const Connection& c, uint64_t queue) {
     std::unique_ptr<ShmTransport> t(new ShmTransport());
+    t->gone_ = c.session_gone("kad closed the shared-memory channel");
     const std::string path = c.unix_path + ".shm";
     t->socket_ = connect_side_socket(path);
     if (t->socket_ < 0) {
@@ -244,7 +245,7 @@ class ShmTransport final : public Queue::Transport {
       if (tail_ - head < kSubmitSlots) break;
       if (wait_for_change(&ring.head, head, &ring.producer_waiting, 100'000'000, spin()) == head &&
           kad_gone())
-        return absl::UnavailableError("kad closed the shared-memory channel");
+        return absl::UnavailableError(gone_);
     }
     SubmitRecord* r = &submit_slots_[tail_ % kSubmitSlots];
     std::memset(r, 0, offsetof(SubmitRecord, extents));
@@ -269,7 +270,7 @@ class ShmTransport final : public Queue::Transport {
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
       if (wait_for_change(&ring.tail, tail, &ring.consumer_waiting, 100'000'000, spin()) == tail &&
           kad_gone())
-        return absl::UnavailableError("kad closed the shared-memory channel");
+        return absl::UnavailableError(gone_);
     }
     std::memcpy(&done_, &completion_slots_[head_ % kCompletionSlots], sizeof(done_));
     ++head_;
@@ -320,6 +321,7 @@ class ShmTransport final : public Queue::Transport {
   }
 
   int socket_ = -1;
+  std::string gone_;  // the error once kad has gone: names the session
   uint8_t* memory_ = nullptr;
   uint64_t bytes_ = 0;
   ChannelHeader* header_ = nullptr;

@@ -43,6 +43,17 @@ class BadInput : public testing::DaemonSuite {
     ASSERT_NE(kernel_, 0u);
   }
 
+  // A WriteBuffer stream of `chunks`: its status.
+  grpc::Status write_chunks(const std::vector<v1::WriteBufferChunk>& chunks) {
+    grpc::ClientContext context;
+    attach(context);
+    v1::WriteBufferResponse response;
+    auto writer = stub_->WriteBuffer(&context, &response);
+    for (const auto& c : chunks) writer->Write(c);
+    writer->WritesDone();
+    return writer->Finish();
+  }
+
   // The daemon still serves everyone else: a bystander's verified launch.
   void TearDown() override {
     session_->close();
@@ -148,32 +159,50 @@ TEST_F(BadInput, FreeBufferOfAnUnknownHandleIsNotFound) {
 }
 
 TEST_F(BadInput, WriteBufferChecksHandlesRangeAndChunkSize) {
-  auto write = [&](std::vector<v1::WriteBufferChunk> chunks) {
-    grpc::ClientContext context;
-    attach(context);
-    v1::WriteBufferResponse response;
-    auto writer = stub_->WriteBuffer(&context, &response);
-    for (const auto& c : chunks) writer->Write(c);
-    writer->WritesDone();
-    return writer->Finish();
-  };
-  EXPECT_ERROR(write({}), INVALID_ARGUMENT, "no chunk");
+  EXPECT_ERROR(write_chunks({}), INVALID_ARGUMENT, "no chunk");
   v1::WriteBufferChunk c;
   c.set_queue(queue_);
   c.set_buffer(buffer_);
   c.set_offset(60);
   c.set_data(std::string(8, 'x'));
-  EXPECT_ERROR(write({c}), OUT_OF_RANGE,
+  EXPECT_ERROR(write_chunks({c}), OUT_OF_RANGE,
                "range of 8 bytes at offset 60 does not fit in a buffer of 64 bytes");
   c.set_offset(0);
   c.set_buffer(4242);
-  EXPECT_ERROR(write({c}), NOT_FOUND, "no buffer 4242");
+  EXPECT_ERROR(write_chunks({c}), NOT_FOUND, "no buffer 4242");
   c.set_buffer(buffer_);
   c.set_queue(4343);
-  EXPECT_ERROR(write({c}), NOT_FOUND, "no queue 4343");
+  EXPECT_ERROR(write_chunks({c}), NOT_FOUND, "no queue 4343");
   c.set_queue(queue_);
   c.set_data(std::string((1 << 20) + 1, 'x'));
-  EXPECT_ERROR(write({c}), INVALID_ARGUMENT, "exceeds the maximum of 1048576");
+  EXPECT_ERROR(write_chunks({c}), INVALID_ARGUMENT, "exceeds the maximum of 1048576");
+}
+
+// A write that gives its whole size is checked whole before a byte lands,
+// and must send exactly that many bytes.
+TEST_F(BadInput, WriteBufferChecksTheAnnouncedSizeBeforeWritingAndHoldsTheStreamToIt) {
+  v1::WriteBufferChunk first;
+  first.set_queue(queue_);
+  first.set_buffer(buffer_);
+  first.set_offset(0);
+  first.set_size(65);  // the buffer holds 64
+  first.set_data(std::string(8, 'y'));
+  EXPECT_ERROR(write_chunks({first}), OUT_OF_RANGE,
+               "range of 65 bytes at offset 0 does not fit in a buffer of 64 bytes");
+  first.set_offset(UINT64_MAX - 2);
+  first.set_size(8);
+  EXPECT_ERROR(write_chunks({first}), OUT_OF_RANGE, "does not fit");
+  first.set_offset(0);
+  first.set_buffer(5151);
+  EXPECT_ERROR(write_chunks({first}), NOT_FOUND, "no buffer 5151");
+  first.set_buffer(buffer_);
+  first.set_size(16);
+  v1::WriteBufferChunk more;
+  more.set_data(std::string(9, 'y'));
+  EXPECT_ERROR(write_chunks({first, more}), INVALID_ARGUMENT, "announced 16 bytes and sent more");
+  EXPECT_ERROR(write_chunks({first}), INVALID_ARGUMENT, "announced 16 bytes and sent 8");
+  more.set_data(std::string(8, 'y'));
+  EXPECT_TRUE(write_chunks({first, more}).ok());
 }
 
 TEST_F(BadInput, ReadBufferChecksHandlesAndRange) {

@@ -1,5 +1,6 @@
 // The conformance kernels through a real kad process and the client library,
 // over a UNIX socket, loopback TCP, and in process.
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -144,6 +145,32 @@ kernel void saxpy(KAD_CONTEXT, global float* x, float a) {
   ASSERT_TRUE(launched.ok()) << launched.status();
   ASSERT_TRUE(queue_->read(*b, 0, bytes_of(y)).ok());
   for (size_t i = 0; i < n; ++i) ASSERT_EQ(y[i], 2.0f * static_cast<float>(i) + 1.0f) << i;
+}
+
+// Past one chunk, at an offset: the bytes land where asked and come back
+// from there; a range past the end is refused before a byte is written.
+TEST_P(ClientConformance, ALargeCopyAtAnOffsetLandsThereAndOnePastTheEndChangesNothing) {
+  constexpr size_t kSize = 3 << 20, kOffset = 12, kLength = (2 << 20) + 5;
+  auto b = client_->allocate(kSize);
+  ASSERT_TRUE(b.ok()) << b.status();
+  std::vector<std::byte> zeros(kSize), pattern(kLength);
+  for (size_t i = 0; i < kLength; ++i) pattern[i] = static_cast<std::byte>(i * 7 + 3);
+  ASSERT_TRUE(queue_->write(*b, 0, zeros).ok());
+  ASSERT_TRUE(queue_->write(*b, kOffset, pattern).ok());
+  std::vector<std::byte> back(kLength);
+  ASSERT_TRUE(queue_->read(*b, kOffset, back).ok());
+  EXPECT_TRUE(back == pattern);
+
+  std::vector<std::byte> ones(2 << 20, std::byte{1});
+  const absl::Status past = queue_->write(*b, kSize - (1 << 20), ones);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  EXPECT_THAT(std::string(past.message()), HasSubstr("at offset 2097152 does not fit"));
+  std::vector<std::byte> whole(kSize), expected(kSize);
+  std::copy(pattern.begin(), pattern.end(), expected.begin() + kOffset);
+  ASSERT_TRUE(queue_->read(*b, 0, whole).ok());
+  EXPECT_TRUE(whole == expected) << "a refused write changed the buffer";
+  const absl::Status past_read = queue_->read(*b, kSize - (1 << 20), ones);
+  EXPECT_EQ(past_read.code(), absl::StatusCode::kOutOfRange) << past_read;
 }
 
 TEST_P(ClientConformance, ACompileErrorReturnsTheCompilerLog) {

@@ -46,32 +46,43 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(std::vector<std::string> e
   char dir[] = "/tmp/kad-test-XXXXXX";
   if (mkdtemp(dir) == nullptr) return absl::InternalError("mkdtemp failed");
   d->dir_ = dir;
-  const std::string ready = d->dir_ + "/ready";
+  if (absl::Status s = d->launch("tcp://127.0.0.1:0", std::move(extra_args)); !s.ok()) return s;
+  return d;
+}
+
+absl::Status Daemon::restart(std::vector<std::string> extra_args) {
+  stop(SIGKILL);
+  return launch(tcp_uri_, std::move(extra_args));
+}
+
+absl::Status Daemon::launch(const std::string& tcp_listen, std::vector<std::string> extra_args) {
+  const std::string ready = dir_ + "/ready";
+  std::filesystem::remove(ready);
   std::vector<std::string> argv = {
-      KAD_DAEMON_PATH, "--listen", "unix:" + d->dir_ + "/kad.sock", "--listen", "tcp://127.0.0.1:0",
+      KAD_DAEMON_PATH, "--listen", "unix:" + dir_ + "/kad.sock", "--listen", tcp_listen,
       "--ready-file",  ready};
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
-  d->pid_ = spawn(argv, d->dir_ + "/kad.log");
-  if (d->pid_ < 0) return absl::InternalError("fork failed");
+  pid_ = spawn(argv, dir_ + "/kad.log");
+  if (pid_ < 0) return absl::InternalError("fork failed");
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
   while (!std::filesystem::exists(ready)) {
     int status;
-    if (waitpid(d->pid_, &status, WNOHANG) == d->pid_) {
-      d->pid_ = -1;
-      return absl::InternalError("kad exited before serving:\n" + d->log());
+    if (waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      return absl::InternalError("kad exited before serving:\n" + log());
     }
     if (std::chrono::steady_clock::now() > deadline) {
-      return absl::DeadlineExceededError("kad did not start within 30 s:\n" + d->log());
+      return absl::DeadlineExceededError("kad did not start within 30 s:\n" + log());
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   std::ifstream in(ready);
   std::string line;
   while (std::getline(in, line)) {
-    if (line.rfind("unix:", 0) == 0) d->unix_uri_ = line;
-    if (line.rfind("tcp://", 0) == 0) d->tcp_uri_ = line;
+    if (line.rfind("unix:", 0) == 0) unix_uri_ = line;
+    if (line.rfind("tcp://", 0) == 0) tcp_uri_ = line;
   }
-  return d;
+  return absl::OkStatus();
 }
 
 std::string Daemon::log() const {

@@ -25,9 +25,13 @@ class Daemon {
 
   // Sends `signal` and waits for the exit; returns the exit code (-1 if killed by a signal).
   int stop(int signal);
+  // Kills kad (SIGKILL, as a crash would) and starts a new one on the same
+  // UNIX socket and TCP port, with `extra_args`; its log starts over.
+  absl::Status restart(std::vector<std::string> extra_args = {});
 
  private:
   Daemon() = default;
+  absl::Status launch(const std::string& tcp_listen, std::vector<std::string> extra_args);
   pid_t pid_ = -1;
   std::string dir_, unix_uri_, tcp_uri_;
 };
