@@ -54,6 +54,12 @@ std::string default_folder() {
     const absl::string_view d = dir;
     return d == "off" ? std::string() : std::string(d);
   }
+  // A service manager's cache directory (systemd's CacheDirectory=kad sets
+  // $CACHE_DIRECTORY; the first of several) is kad's own already.
+  if (const char* dir = std::getenv("CACHE_DIRECTORY"); dir && *dir) {
+    const absl::string_view d = dir;
+    return std::string(d.substr(0, d.find(':')));
+  }
   if (const char* xdg = std::getenv("XDG_CACHE_HOME"); xdg && *xdg)
     return absl::StrCat(xdg, "/kad");
   if (const char* home = std::getenv("HOME"); home && *home)

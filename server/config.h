@@ -16,6 +16,7 @@ struct Config {
   DaemonOptions daemon;    // what server::Daemon serves, and how
   std::string ready_file;  // written with the bound URIs once serving
   std::string log_level = "info";
+  std::string log_format = "text";  // or "json": one JSON object per line
   bool null_device = false;         // null:0, kernels that do nothing (backends/null/)
   bool cuda_prefer_blocks = false;  // CUDA tuning prefers more blocks to more threads
   // Lowered GPU code on disk (DESIGN §5). Unset: KAD_CACHE_DIR, else

@@ -20,6 +20,8 @@
 #include "core/kernel_lowering.h"
 #include "server/config.h"
 #include "server/daemon.h"
+#include "server/json_log_format.h"
+#include "server/service_manager.h"
 #include "server/worker/worker_main.h"
 #include "spdlog/spdlog.h"
 
@@ -94,6 +96,18 @@ int serve(Config config) {
   sigaddset(&stop, SIGINT);
   sigaddset(&stop, SIGHUP);  // reloads --tokens
   pthread_sigmask(SIG_BLOCK, &stop, nullptr);
+  // Read (and taken out of the environment) before any thread starts.
+  absl::StatusOr<kad::server::ServiceManagerNotifier> service_manager =
+      kad::server::ServiceManagerNotifier::from_environment();
+  if (!service_manager.ok()) {
+    spdlog::warn("{}: the service manager is not told when kad serves",
+                 std::string(service_manager.status().message()));
+    service_manager = kad::server::ServiceManagerNotifier();
+  }
+  auto tell_service_manager = [&](const std::string& state) {
+    if (absl::Status s = service_manager->notify(state); !s.ok())
+      spdlog::warn("{}", std::string(s.message()));
+  };
 
   kad::DeviceRegistry registry = start_devices(config);
   {
@@ -150,15 +164,22 @@ int serve(Config config) {
     spdlog::info("shared memory for unix:{} on {}", l->path().substr(0, l->path().size() - 4),
                  l->path());
   if (!config.ready_file.empty()) write_ready_file(config.ready_file, (*daemon)->uris());
+  const std::string serving =
+      absl::StrCat("READY=1\nSTATUS=serving on ", absl::StrJoin((*daemon)->uris(), ", "));
+  tell_service_manager(serving);
 
   int signal = 0;
   for (sigwait(&stop, &signal); signal == SIGHUP; sigwait(&stop, &signal)) {
+    tell_service_manager("RELOADING=1\nSTATUS=reading the bearer tokens again");
     if (absl::Status s = (*daemon)->reload_tokens(); !s.ok()) {
       spdlog::error("SIGHUP: {}; the tokens in force stay", std::string(s.message()));
     } else {
       spdlog::info("SIGHUP: bearer tokens read again");
     }
+    tell_service_manager(serving);
   }
+  tell_service_manager(
+      "STOPPING=1\nSTATUS=draining: in-flight launches finish, new ones are refused");
   spdlog::info("{}: draining (in-flight launches finish, new ones are refused)",
                signal == SIGTERM ? "SIGTERM" : "SIGINT");
   if (!(*daemon)->drain(config.daemon.limits.finish_timeout)) {
@@ -197,10 +218,13 @@ int main(int argc, char** argv) {
     return parsed.exit_code;
   }
   spdlog::set_level(spdlog::level::from_str(parsed.config.log_level));
-  if (parsed.config.worker_fd >= 0) {
-    spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e kad worker %l: %v");
-    return serve_as_worker(parsed.config);
+  const bool worker = parsed.config.worker_fd >= 0;
+  if (parsed.config.log_format == "json") {
+    spdlog::set_formatter(kad::server::json_log_formatter(worker ? "kad worker" : "kad"));
+  } else {
+    spdlog::set_pattern(worker ? "%Y-%m-%dT%H:%M:%S.%e kad worker %l: %v"
+                               : "%Y-%m-%dT%H:%M:%S.%e kad %l: %v");
   }
-  spdlog::set_pattern("%Y-%m-%dT%H:%M:%S.%e kad %l: %v");
+  if (worker) return serve_as_worker(parsed.config);
   return serve(std::move(parsed.config));
 }

@@ -140,5 +140,17 @@ TEST_F(CodeCacheTest, EnvironmentNamesTheFolderAndOffDisablesIt) {
   unsetenv("XDG_CACHE_HOME");
 }
 
+// systemd's CacheDirectory=kad: kad's own folder, before the user's.
+TEST_F(CodeCacheTest, AServiceManagersCacheDirectoryIsTheFolderBeforeTheUsers) {
+  setenv("XDG_CACHE_HOME", "/somewhere", 1);
+  setenv("CACHE_DIRECTORY", "/var/cache/kad:/var/cache/other", 1);
+  EXPECT_EQ(CodeCache::from_environment().folder(), "/var/cache/kad");
+  setenv("KAD_CACHE_DIR", folder_.c_str(), 1);  // kad's own variable still wins
+  EXPECT_EQ(CodeCache::from_environment().folder(), folder_.string());
+  unsetenv("KAD_CACHE_DIR");
+  unsetenv("CACHE_DIRECTORY");
+  unsetenv("XDG_CACHE_HOME");
+}
+
 }  // namespace
 }  // namespace kad
