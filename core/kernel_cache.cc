@@ -39,7 +39,9 @@ absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::get_or_compile(
     return flight->result;
   }
 
+  const absl::Time compile_start = absl::Now();
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled = compile();  // no lock held
+  const absl::Duration compile_time = absl::Now() - compile_start;
 
   absl::StatusOr<std::shared_ptr<CompiledKernel>> result = nullptr;
   if (compiled.ok()) {
@@ -53,6 +55,7 @@ absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::get_or_compile(
     result = compiled.status();
   }
   absl::MutexLock lock(&mu_);
+  compile_time_ += compile_time;
   if (result.ok()) {
     ++compilations_;
     // Used now, under the lock that stats() reads the ticks with: the newest
@@ -130,6 +133,7 @@ KernelCache::Stats KernelCache::stats() const {
   s.compilations = compilations_;
   s.failures = failures_;
   s.remembered_failures = remembered_failures_;
+  s.compile_seconds = absl::ToDoubleSeconds(compile_time_);
   s.hits = clock_.load(std::memory_order_relaxed) - compile_ticks_;
   return s;
 }

@@ -22,6 +22,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "core/backend.h"
 #include "core/specialization.h"
 
@@ -37,6 +38,7 @@ class KernelCache {
     uint64_t compilations = 0;         // successful compiles
     uint64_t failures = 0;             // compiles that failed
     uint64_t remembered_failures = 0;  // failures answered again without compiling
+    double compile_seconds = 0;        // spent in compiles, failed ones included
   };
 
   // The most failed keys remembered; past it the oldest are forgotten (and
@@ -102,6 +104,7 @@ class KernelCache {
       ABSL_GUARDED_BY(parameters_mu_);
   uint64_t compilations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration compile_time_ ABSL_GUARDED_BY(mu_);
   uint64_t remembered_failures_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t evictions_ ABSL_GUARDED_BY(mu_) = 0;
   // Ticks once per use (CompiledKernel::touch): per hit, and per compile

@@ -13,7 +13,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libcli11-dev libspdlog-dev libseccomp-dev
   clang-format-15 git
-  systemd nlohmann-json3-dev
+  systemd nlohmann-json3-dev libcpp-httplib-dev prometheus
 )
 
 missing=()

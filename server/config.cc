@@ -75,6 +75,8 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "group of the UNIX sockets (default: `kad` if that group exists)");
   app.add_option("--ready-file", c.ready_file, "write the bound URIs here once serving");
   app.add_option("--log-level", c.log_level, "trace, debug, info, warn, error");
+  app.add_option("--metrics", c.daemon.metrics,
+                 "tcp://HOST:PORT: Prometheus metrics on http://HOST:PORT/metrics (default: none)");
   app.add_option("--log-format", c.log_format,
                  "text (default) or json: one JSON object per line, for log collectors")
       ->check(CLI::IsMember({"text", "json"}));
@@ -183,6 +185,8 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.daemon.socket_group = file["socket_group"].value_or(c.daemon.socket_group);
       if (app.get_option("--log-level")->count() == 0)
         c.log_level = file["log_level"].value_or(c.log_level);
+      if (app.get_option("--metrics")->count() == 0)
+        c.daemon.metrics = file["metrics"].value_or(c.daemon.metrics);
       if (app.get_option("--log-format")->count() == 0)
         c.log_format = file["log_format"].value_or(c.log_format);
       if (app.get_option("--cache-dir")->count() == 0) {

@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "server/metrics_exposition.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server {
@@ -165,6 +166,11 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
   d->service_.set_peer_uid(
       [peers = &d->peers_](const std::string& peer) { return peers->uid_of(peer); });
   builder.RegisterService(&d->service_);
+  if (!options.metrics.empty()) {
+    std::vector<std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>> counting;
+    counting.push_back(d->engine_.requests().interceptor_factory());
+    builder.experimental().SetInterceptorCreators(std::move(counting));
+  }
   // The sockets come with the umask's mode (kad's main sets 077, so only
   // the owner can connect until restrict_socket gives them theirs). The
   // umask is not changed here: it is the whole process's, and threads that
@@ -211,6 +217,14 @@ absl::StatusOr<std::unique_ptr<Daemon>> Daemon::start(DeviceRegistry registry,
       d->shm_.push_back(*std::move(l));
     }
   }
+  if (!options.metrics.empty()) {
+    Engine* engine = &d->engine_;
+    absl::StatusOr<std::unique_ptr<MetricsServer>> metrics = MetricsServer::start(
+        options.metrics,
+        [engine] { return prometheus_text(engine->counters(), engine->requests()); });
+    if (!metrics.ok()) return metrics.status();
+    d->metrics_ = *std::move(metrics);
+  }
   return d;
 }
 
@@ -230,6 +244,7 @@ bool Daemon::drain(absl::Duration timeout) {
 void Daemon::shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  metrics_.reset();
   acceptors_.clear();  // no new connections while the server stops
   if (server_) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));

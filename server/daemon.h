@@ -16,6 +16,7 @@
 #include "server/engine.h"
 #include "server/kad_service.h"
 #include "server/listen_address.h"
+#include "server/metrics_server.h"
 #include "server/shm_listener.h"
 #include "server/unix_acceptor.h"
 
@@ -40,6 +41,9 @@ struct DaemonOptions {
   // empty: none asked for.
   std::string tokens_file;
   ShmOptions shm;
+  // tcp://HOST:PORT: Prometheus metrics on http://HOST:PORT/metrics
+  // (server/metrics_server.h); "": none, and no request is counted.
+  std::string metrics;
   // HTTP/2 keepalive on every connection: kad pings a connection idle this
   // long and closes it when no answer comes within the timeout, so that a
   // client that vanished without closing (a host down, a network cut, a
@@ -63,6 +67,8 @@ class Daemon {
   Engine& engine() { return engine_; }
   // Every address served, TCP ports resolved ("tcp://127.0.0.1:40123").
   const std::vector<std::string>& uris() const { return uris_; }
+  // Where --metrics serves (http://HOST:PORT/metrics); "" without it.
+  std::string metrics_url() const { return metrics_ ? metrics_->url() : std::string(); }
   // Shared-memory listeners started, one per UNIX socket (`<path>.shm`).
   const std::vector<std::unique_ptr<ShmListener>>& shm_listeners() const { return shm_; }
   // A channel to the service within this process (the `inproc:` transport).
@@ -90,6 +96,7 @@ class Daemon {
   Engine engine_;
   KadService service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<MetricsServer> metrics_;
   PeerCredentials peers_;  // of the connections the acceptors took
   std::vector<std::unique_ptr<UnixAcceptor>> acceptors_;
   std::vector<std::string> uris_;

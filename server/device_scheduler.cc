@@ -264,6 +264,7 @@ DeviceScheduler::Stats DeviceScheduler::stats() const {
   s.waiting_queues = waiters_.size();
   s.held = held_now_;
   s.held_total = held_total_;
+  s.latency = latency_.snapshot();
   return s;
 }
 

@@ -48,6 +48,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/latency_histogram.h"
 
 namespace kad::server {
 
@@ -98,7 +99,10 @@ class DeviceScheduler {
     uint64_t held = 0;       // launches waiting in kad for a slot
     uint64_t waiting_queues = 0;
     uint64_t held_total = 0;  // launches that ever waited in kad
+    LatencyHistogram::Snapshot latency;
   };
+  // Launch latencies on the device (its queues record them as launches end).
+  LatencyHistogram& latency() { return latency_; }
 
   static constexpr absl::Duration kClassLinger = absl::Milliseconds(20);
   // A tenant (or queue) that had nothing on the device or waiting for longer
@@ -216,6 +220,7 @@ class DeviceScheduler {
   std::vector<uint64_t> recent_ends_ ABSL_GUARDED_BY(mu_);
   // Flows with launches waiting for a slot; a device has few queues.
   std::vector<Flow*> waiters_ ABSL_GUARDED_BY(mu_);
+  LatencyHistogram latency_;
   std::vector<std::unique_ptr<Flow::Share>> shares_ ABSL_GUARDED_BY(mu_);
 };
 

@@ -636,13 +636,16 @@ EngineCounters Engine::counters() const {
     c.workers.walls = w.walls;
   }
   for (size_t i = 0; i < registry_.devices.size(); ++i) {
-    c.devices.push_back({registry_.devices[i]->info().id, device_launches_[i]->load(), 0, 0, 0});
+    EngineCounters::PerDevice& d = c.devices.emplace_back();
+    d.id = registry_.devices[i]->info().id;
+    d.launches = device_launches_[i]->load();
     if (schedulers_[i] != nullptr) {
       const DeviceScheduler::Stats st = schedulers_[i]->stats();
       c.devices.back().queue_depth = st.depth;
       c.devices.back().in_flight = st.in_flight;
       c.devices.back().held = st.held;
       c.devices.back().held_total = st.held_total;
+      c.devices.back().launch_latency = st.latency;
     }
   }
   for (const std::shared_ptr<Tenant>& t : tenants_.all()) {
@@ -658,7 +661,7 @@ EngineCounters Engine::counters() const {
         const Budget& b = *t->budget(q, d);
         use.uses.push_back({quota_key(q),
                             q == Quota::kDeviceMemory ? registry_.devices[d]->info().id : "",
-                            b.used(), b.limit()});
+                            b.used(), b.limit(), b.refusals()});
       }
     }
   }

@@ -18,6 +18,7 @@
 #include "core/launch_request.h"
 #include "server/device_scheduler.h"
 #include "server/queue_finisher.h"
+#include "server/request_counters.h"
 #include "server/session.h"
 #include "server/tenants.h"
 #include "server/worker/worker_pool.h"
@@ -65,6 +66,7 @@ struct EngineCounters {
     // Its scheduler's (DeviceScheduler::Stats); depth 0 where it has none.
     uint32_t queue_depth = 0;
     uint64_t in_flight = 0, held = 0, held_total = 0;
+    LatencyHistogram::Snapshot launch_latency;  // accepted to known ended
   };
   std::vector<PerDevice> devices;
   bool draining = false;
@@ -79,6 +81,7 @@ struct EngineCounters {
       std::string quota;   // its config key ("queues")
       std::string device;  // for device memory
       uint64_t used = 0, limit = 0;
+      uint64_t refusals = 0;  // requests refused at the limit
     };
     std::vector<Use> uses;
   };
@@ -169,6 +172,9 @@ class Engine {
   absl::Status wait(Session& s, uint64_t queue, EventId event);
 
   EngineCounters counters() const;
+  // Requests and queue commands answered, by code (--metrics).
+  RequestCounters& requests() { return requests_; }
+  const RequestCounters& requests() const { return requests_; }
   // Refuse new launches (UNAVAILABLE) and wait for every queue to finish,
   // at most `timeout`; false when launches still run then.
   bool drain(absl::Duration timeout);
@@ -210,6 +216,7 @@ class Engine {
   // Tenants' CPU groups for their workers; null where kad cannot make them
   // (niceness alone then). Declared before the workers: it goes after them.
   std::unique_ptr<worker::CpuGroups> cpu_groups_;
+  RequestCounters requests_;
   std::unique_ptr<worker::WorkerPool> workers_;  // null: no worker processes
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> launches_{0};

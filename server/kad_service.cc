@@ -239,6 +239,8 @@ grpc::Status KadService::WriteBuffer(grpc::ServerContext* context,
         std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.data()), data.size()));
     if (!st.ok()) return to_grpc(st);
     written += data.size();
+    engine_.requests().count_copied(RequestCounters::Transport::kGrpc, /*to_device=*/true,
+                                    data.size());
   }
   if (first) return to_grpc(absl::InvalidArgumentError("WriteBuffer received no chunk"));
   if (announced != 0 && written != announced) {
@@ -275,6 +277,7 @@ grpc::Status KadService::ReadBuffer(grpc::ServerContext* context,
     if (!st.ok()) return to_grpc(st);
     if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "reader left");
     done += n;
+    engine_.requests().count_copied(RequestCounters::Transport::kGrpc, /*to_device=*/false, n);
   }
   return grpc::Status::OK;
 }
@@ -389,7 +392,9 @@ void KadService::run_batch(Session& session, uint64_t queue, const v1::LaunchBat
     op.launch = &decoded.request;
     QueueOpResult result;
     absl::Status status = decode_launch(batch.launches(i), queue, &decoded);
-    if (status.ok()) status = run_queue_op(engine_, session, queue, op, &result);
+    if (status.ok())
+      status =
+          run_queue_op(engine_, session, queue, op, RequestCounters::Transport::kGrpc, &result);
     if (result.launched) reply->set_event(result.launch.event);
     if (!status.ok() && first.ok()) {
       first = absl::Status(
@@ -461,9 +466,11 @@ void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCo
       break;
   }
   QueueOpResult result;
-  if (status.ok()) status = run_queue_op(engine_, session, queue, op, &result);
+  if (status.ok())
+    status = run_queue_op(engine_, session, queue, op, RequestCounters::Transport::kGrpc, &result);
   if (!status.ok() && op.kind == QueueOp::Kind::kCopyOut) reply->clear_data();
   if (result.launched) set_launched(result.launch, reply);
+  if (!status.ok()) engine_.requests().count_command(status.code());
   set_status(status, reply);
 }
 

@@ -163,7 +163,12 @@ int serve(Config config) {
   for (const auto& l : (*daemon)->shm_listeners())
     spdlog::info("shared memory for unix:{} on {}", l->path().substr(0, l->path().size() - 4),
                  l->path());
-  if (!config.ready_file.empty()) write_ready_file(config.ready_file, (*daemon)->uris());
+  std::vector<std::string> ready = (*daemon)->uris();
+  if (const std::string metrics = (*daemon)->metrics_url(); !metrics.empty()) {
+    spdlog::info("metrics on {}", metrics);
+    ready.push_back(metrics);
+  }
+  if (!config.ready_file.empty()) write_ready_file(config.ready_file, ready);
   const std::string serving =
       absl::StrCat("READY=1\nSTATUS=serving on ", absl::StrJoin((*daemon)->uris(), ", "));
   tell_service_manager(serving);

@@ -3,7 +3,7 @@
 namespace kad::server {
 
 absl::Status run_queue_op(Engine& engine, Session& session, uint64_t queue, const QueueOp& op,
-                          QueueOpResult* result) {
+                          RequestCounters::Transport via, QueueOpResult* result) {
   switch (op.kind) {
     case QueueOp::Kind::kLaunch:
     case QueueOp::Kind::kRun: {
@@ -18,10 +18,16 @@ absl::Status run_queue_op(Engine& engine, Session& session, uint64_t queue, cons
     }
     case QueueOp::Kind::kWait:
       return engine.wait(session, queue, op.event);
-    case QueueOp::Kind::kCopyIn:
-      return engine.write_buffer(session, queue, op.buffer, op.offset, op.in);
-    case QueueOp::Kind::kCopyOut:
-      return engine.read_buffer(session, queue, op.buffer, op.offset, op.out);
+    case QueueOp::Kind::kCopyIn: {
+      absl::Status s = engine.write_buffer(session, queue, op.buffer, op.offset, op.in);
+      if (s.ok()) engine.requests().count_copied(via, /*to_device=*/true, op.in.size());
+      return s;
+    }
+    case QueueOp::Kind::kCopyOut: {
+      absl::Status s = engine.read_buffer(session, queue, op.buffer, op.offset, op.out);
+      if (s.ok()) engine.requests().count_copied(via, /*to_device=*/false, op.out.size());
+      return s;
+    }
     case QueueOp::Kind::kPing:
       return absl::OkStatus();
   }

@@ -40,9 +40,11 @@ struct QueueOpResult {
   LaunchResult launch;
 };
 
-// Runs `op` on `queue` of `session`. Allocates nothing on success. A kRun
-// whose launch was accepted reports it in `result` even when its wait fails.
+// Runs `op` on `queue` of `session`, which came `via` a transport (its
+// copies are counted as that transport's). Allocates nothing on success. A
+// kRun whose launch was accepted reports it in `result` even when its wait
+// fails.
 absl::Status run_queue_op(Engine& engine, Session& session, uint64_t queue, const QueueOp& op,
-                          QueueOpResult* result);
+                          RequestCounters::Transport via, QueueOpResult* result);
 
 }  // namespace kad::server

@@ -1,6 +1,7 @@
 #include "server/scheduled_queue.h"
 
 #include <algorithm>
+#include <chrono>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,12 @@ struct Sent {
   EventId event;
   bool operator()() const { return *dispatched >= event || *stop; }
 };
+
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 }  // namespace
 
@@ -46,6 +53,7 @@ absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
   // The pump starts with the queue's first launch: a queue that never
   // launches costs no thread.
   std::call_once(pump_started_, [this] { pump_ = std::thread([this] { pump(); }); });
+  const int64_t accepted = steady_ns();
   dispatch_mu_.Lock();
   mu().Lock();
   if (held_count_ == 0 && scheduler_.try_take_locked(*flow_)) {
@@ -55,7 +63,7 @@ absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
     absl::StatusOr<EventId> sent = queue_->enqueue_kernel(kernel, geometry, context, args);
     mu().Lock();
     if (sent.ok()) {
-      sent_locked(event, *sent);
+      sent_locked(event, *sent, accepted);
       dispatched_ = event;
     } else {
       --issued_;  // no one else issued meanwhile: that takes dispatch_mu_
@@ -82,6 +90,7 @@ absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
   h.context = context;
   h.nargs = static_cast<uint32_t>(args.size());
   std::copy(args.begin(), args.end(), h.args.begin());
+  h.accepted_ns = accepted;
   ++held_count_;
   scheduler_.hold_locked(*flow_);
   mu().Unlock();
@@ -139,7 +148,7 @@ void ScheduledQueue::dispatch_granted() {
     --held_count_;
     scheduler_.dispatched_locked(*flow_, sent.ok());
     if (sent.ok()) {
-      sent_locked(event, *sent);
+      sent_locked(event, *sent, h.accepted_ns);
     } else {
       note_error_locked(event, sent.status(), /*held=*/true);
     }
@@ -148,18 +157,21 @@ void ScheduledQueue::dispatch_granted() {
   dispatch_mu_.Unlock();
 }
 
-void ScheduledQueue::sent_locked(EventId event, EventId device_event) {
+void ScheduledQueue::sent_locked(EventId event, EventId device_event, int64_t accepted_ns) {
   InFlight& f = in_flight_[(in_flight_first_ + in_flight_count_) % scheduler_.depth()];
   f.event = event;
   f.device_event = device_event;
+  f.accepted_ns = accepted_ns;
   ++in_flight_count_;
 }
 
 void ScheduledQueue::ended_locked(EventId event) {
   uint32_t n = 0;
   DeviceScheduler::Measured measured;
+  const int64_t now = in_flight_count_ > 0 ? steady_ns() : 0;
   while (in_flight_count_ > 0 && in_flight_[in_flight_first_].event <= event) {
     ++n;
+    scheduler_.latency().record(now - in_flight_[in_flight_first_].accepted_ns);
     // The driver's timestamps: what the launch is charged to its tenant.
     if (std::optional<DeviceTimes> t =
             queue_->device_times(in_flight_[in_flight_first_].device_event)) {

@@ -66,10 +66,12 @@ class ScheduledQueue final : public Queue {
     LaunchContext context;
     uint32_t nargs = 0;
     std::array<KernelArg, kMaxKernelArgs> args;
+    int64_t accepted_ns = 0;  // steady clock
   };
   struct InFlight {
     EventId event = 0;  // ours
     EventId device_event = 0;
+    int64_t accepted_ns = 0;  // steady clock: when kad took the launch
   };
 
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(scheduler_.mu()) { return scheduler_.mu(); }
@@ -77,7 +79,7 @@ class ScheduledQueue final : public Queue {
   // Sends granted held launches to the device, in order.
   void dispatch_granted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
   // Records a launch sent to the device.
-  void sent_locked(EventId event, EventId device_event)
+  void sent_locked(EventId event, EventId device_event, int64_t accepted_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
   // Our launches up to `event` ended: their slots come free.
   void ended_locked(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());

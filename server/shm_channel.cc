@@ -204,7 +204,9 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
           r.op));
   }
   QueueOpResult result;
-  if (status.ok()) status = run_queue_op(engine_, *session_, queue_, op, &result);
+  if (status.ok())
+    status = run_queue_op(engine_, *session_, queue_, op, RequestCounters::Transport::kSharedMemory,
+                          &result);
   if (result.launched) {
     const LaunchResult& launched = result.launch;
     done->event = launched.event;
@@ -214,6 +216,7 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
     done->workgroup_rank = static_cast<uint8_t>(launched.workgroup.rank);
     for (int d = 0; d < launched.workgroup.rank; ++d) done->workgroup[d] = launched.workgroup[d];
   }
+  if (!status.ok()) engine_.requests().count_command(status.code());
   done->code = static_cast<int32_t>(status.code());
   if (!status.ok()) {
     const size_t n = std::min(status.message().size(), kMaxMessage);

@@ -36,6 +36,7 @@ std::string quota_noun(Quota quota, const std::string& device) {
 const char* quota_key(Quota quota) { return kQuotaNames[static_cast<int>(quota)].key; }
 
 absl::Status Budget::exhausted(uint64_t asked) const {
+  refusals_.fetch_add(1, std::memory_order_relaxed);
   return absl::ResourceExhaustedError(
       absl::StrFormat("%s is at its quota of %s: %d in use, %d more asked, limit %d (%s)", owner_,
                       what_, used(), asked, limit_, setting_));

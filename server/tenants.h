@@ -96,13 +96,16 @@ class Budget {
   void add(uint64_t amount) { used_.fetch_add(amount, std::memory_order_relaxed); }
   uint64_t used() const { return used_.load(std::memory_order_relaxed); }
   uint64_t limit() const { return limit_; }
-  // RESOURCE_EXHAUSTED for `asked` more, as take() words it.
+  // RESOURCE_EXHAUSTED for `asked` more, as take() words it; counted as a
+  // refusal.
   absl::Status exhausted(uint64_t asked) const;
+  uint64_t refusals() const { return refusals_.load(std::memory_order_relaxed); }
 
  private:
   std::string owner_, what_, setting_;
   uint64_t limit_;
   std::atomic<uint64_t> used_{0};
+  mutable std::atomic<uint64_t> refusals_{0};
 };
 
 // Some of a budget, held by what uses it; given back when it goes.

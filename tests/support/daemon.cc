@@ -81,6 +81,7 @@ absl::Status Daemon::launch(const std::string& tcp_listen, std::vector<std::stri
   while (std::getline(in, line)) {
     if (line.rfind("unix:", 0) == 0) unix_uri_ = line;
     if (line.rfind("tcp://", 0) == 0) tcp_uri_ = line;
+    if (line.rfind("http://", 0) == 0) metrics_url_ = line;
   }
   return absl::OkStatus();
 }

@@ -20,6 +20,8 @@ class Daemon {
 
   const std::string& unix_uri() const { return unix_uri_; }
   const std::string& tcp_uri() const { return tcp_uri_; }
+  // http://HOST:PORT/metrics when started with --metrics.
+  const std::string& metrics_url() const { return metrics_url_; }
   pid_t pid() const { return pid_; }
   std::string log() const;  // what the daemon printed
 
@@ -33,7 +35,7 @@ class Daemon {
   Daemon() = default;
   absl::Status launch(const std::string& tcp_listen, std::vector<std::string> extra_args);
   pid_t pid_ = -1;
-  std::string dir_, unix_uri_, tcp_uri_;
+  std::string dir_, unix_uri_, tcp_uri_, metrics_url_;
 };
 
 // Runs `argv` as a child process; returns its pid (or -1).
