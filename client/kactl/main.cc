@@ -513,6 +513,10 @@ int main(int argc, char** argv) {
   CLI::App* devices = app.add_subcommand("devices", "list the daemon's devices");
   CLI::App* status = app.add_subcommand("status", "the daemon's counters");
   CLI::App* run = app.add_subcommand("run", "run a kernel file and summarise its buffers");
+  CLI::App* health = app.add_subcommand(
+      "health", "whether kad serves (grpc.health.v1; exit 0 if so): a probe's check, no session");
+  double health_timeout_s = 5;
+  health->add_option("--timeout", health_timeout_s, "seconds to wait for kad's answer (default 5)");
   RunOptions ro;
   run->add_option("file", ro.file, "OpenCL C source using the kad prelude")->required();
   run->add_option("--entry", ro.entry, "kernel function")->required();
@@ -527,6 +531,18 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
 
   if (address.empty()) address = default_address();
+  if (*health) {
+    const absl::Status serving =
+        kad::Client::check_health(address, connect_options, absl::Seconds(health_timeout_s));
+    if (json) {
+      std::printf("{\"serving\":%s,\"message\":\"%s\"}\n", serving.ok() ? "true" : "false",
+                  json_escape(std::string(serving.message())).c_str());
+      return serving.ok() ? 0 : 1;
+    }
+    if (!serving.ok()) return fail(serving);
+    std::printf("kad at %s serves\n", address.c_str());
+    return 0;
+  }
   auto client = kad::Client::connect(address, "kactl", connect_options);
   if (!client.ok()) return fail(client.status());
   if (*devices) return cmd_devices(**client, json);

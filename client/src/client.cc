@@ -213,9 +213,8 @@ absl::StatusOr<std::shared_ptr<grpc::ChannelCredentials>> tls_credentials(
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in,
-                                                        absl::string_view name,
-                                                        const client::ConnectOptions& options) {
+absl::StatusOr<std::shared_ptr<client::Connection>> client::open_connection(
+    absl::string_view uri_in, const client::ConnectOptions& options) {
   std::string uri(uri_in);
   auto connection = std::make_shared<client::Connection>();
   // `?transport=grpc|shm` forces a transport; by default a UNIX socket uses
@@ -276,6 +275,16 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
         uri));
   }
   connection->stub = v1::Kad::NewStub(connection->channel);
+  return connection;
+}
+
+absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in,
+                                                        absl::string_view name,
+                                                        const client::ConnectOptions& options) {
+  absl::StatusOr<std::shared_ptr<client::Connection>> opened =
+      client::open_connection(uri_in, options);
+  if (!opened.ok()) return opened.status();
+  std::shared_ptr<client::Connection> connection = *std::move(opened);
 
   v1::OpenSessionRequest request;
   request.set_client_name(std::string(name));

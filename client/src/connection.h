@@ -120,6 +120,11 @@ absl::StatusOr<Connection::Mapping> map_shared_buffer(const Connection& connecti
                                                       uint64_t buffer);
 
 // Streams a large write or read through WriteBuffer / ReadBuffer.
+// The channel to kad at `uri` (unix:, tcp://, tls://, inproc:, with
+// ?transport=), the token to send set, no session opened yet.
+absl::StatusOr<std::shared_ptr<Connection>> open_connection(absl::string_view uri,
+                                                            const ConnectOptions& options);
+
 absl::Status write_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,
                             uint64_t offset, std::span<const std::byte> data);
 absl::Status read_streamed(Connection& connection, uint64_t queue, const Buffer& buffer,

@@ -147,6 +147,52 @@ TEST_F(Cli, TheDaemonServesGrpcHealth) {
   EXPECT_EQ(response.status(), grpc::health::v1::HealthCheckResponse::SERVING);
 }
 
+// `kactl health`: the probe of the container and of Kubernetes. SERVING is
+// exit 0 and opens no session; a draining kad is NOT_SERVING, exit 1; a kad
+// that is not there is exit 1 naming the address.
+TEST(KactlHealth, ServingIsExitZeroWithoutASessionAndDrainingIsNotServing) {
+  auto d = testing::Daemon::start({"--no-workers", "--drain-timeout", "5"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string at = std::string(KACTL_PATH) + " --connect " + (*d)->unix_uri();
+  const std::string health = at + " health";
+  for (int i = 0; i < 3; ++i) {
+    ProcessRun serving = run(health);
+    EXPECT_EQ(serving.code, 0) << serving.output;
+    EXPECT_THAT(serving.output, HasSubstr("serves"));
+  }
+  // The status call is the first session this kad has seen.
+  EXPECT_THAT(run(at + " --json status").output, HasSubstr(R"("sessions_opened":1,)"));
+
+  // A kernel that spins keeps the drain going while health is asked.
+  auto looper = Client::connect((*d)->unix_uri(), "looper");
+  ASSERT_TRUE(looper.ok());
+  auto q = (*looper)->create_queue();
+  auto flag = (*looper)->allocate(sizeof(int32_t));
+  auto m = (*looper)->load_module(
+      "kernel void spin(KAD_CONTEXT, global volatile int* flag) {\n"
+      "  if (kad_active()) { while (flag[0] == 0) { } }\n}\n");
+  ASSERT_TRUE(q.ok() && flag.ok() && m.ok());
+  auto k = (*looper)->get_kernel(*m, {.entry = "spin", .args = {client::ArgSpec::buffer()}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const client::Arg args[] = {client::Arg::buffer(*flag)};
+  ASSERT_TRUE((*q)->launch(*k, client::Dims{1}, nullptr, args).ok());
+  kill((*d)->pid(), SIGTERM);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  ProcessRun draining = run(health + " --timeout 2");
+  EXPECT_EQ(draining.code, 1) << draining.output;
+  EXPECT_THAT(draining.output, HasSubstr("is NOT_SERVING (draining)"));
+  ProcessRun json = run(at + " --json health --timeout 2");
+  EXPECT_EQ(json.code, 1);
+  EXPECT_THAT(json.output, HasSubstr(R"({"serving":false,)"));
+  (*d)->stop(SIGKILL);  // not waiting out the drain the spinning kernel holds
+
+  ProcessRun nowhere =
+      run(std::string(KACTL_PATH) + " --connect unix:/tmp/kad-nowhere.sock health --timeout 1");
+  EXPECT_EQ(nowhere.code, 1);
+  EXPECT_THAT(nowhere.output,
+              HasSubstr("kad at unix:/tmp/kad-nowhere.sock cannot be asked whether it serves"));
+}
+
 TEST(KactlIdentity, KactlPresentsABearerTokenFromItsFlagOrTheEnvironment) {
   const std::string tokens = "/tmp/kad-cli-" + std::to_string(getpid()) + "-tokens";
   std::ofstream(tokens) << "kactl-token-0123456789abcdef ops\n";

@@ -317,6 +317,13 @@ class Client {
   static absl::StatusOr<std::unique_ptr<Client>> connect(absl::string_view uri,
                                                          absl::string_view name,
                                                          const client::ConnectOptions& options);
+  // Whether kad at `uri` serves, asked through grpc.health.v1 without
+  // opening a session (a probe's question): OK when SERVING; UNAVAILABLE
+  // naming the state (NOT_SERVING while kad drains) or why kad could not be
+  // asked within `timeout`.
+  static absl::Status check_health(absl::string_view uri,
+                                   const client::ConnectOptions& options = {},
+                                   absl::Duration timeout = absl::Seconds(5));
   // Closes the session: the daemon reclaims everything it holds.
   ~Client();
 
