@@ -4,7 +4,9 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdlib>
+#include <string_view>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -35,6 +37,9 @@ ParseOutcome parse_config(int argc, char** argv) {
   std::vector<std::string> listen;
   app.add_option("--config", config_file, "TOML file with the same settings as these flags")
       ->check(CLI::ExistingFile);
+  bool check_config = false;
+  app.add_flag("--check-config", check_config,
+               "check the flags and --config, say whether kad would start with them, and exit");
   app.add_option(
       "--listen", listen,
       "unix:PATH or tcp://HOST:PORT; repeatable (default unix:" + default_socket_path() + ")");
@@ -144,6 +149,48 @@ ParseOutcome parse_config(int argc, char** argv) {
   if (!config_file.empty()) {
     try {
       const toml::table file = toml::parse_file(config_file);
+      // A key kad does not know is a mistake the operator should hear of
+      // (a typo would otherwise leave a default in force unsaid).
+      static constexpr std::string_view kKeys[] = {"listen",
+                                                   "max_message_bytes",
+                                                   "max_sessions",
+                                                   "session_memory_quota",
+                                                   "max_host_memory",
+                                                   "max_compiled_kernels",
+                                                   "device_queue_depth",
+                                                   "tls_cert",
+                                                   "tls_key",
+                                                   "tls_client_ca",
+                                                   "tokens",
+                                                   "allow_insecure_tcp",
+                                                   "socket_mode",
+                                                   "socket_group",
+                                                   "log_level",
+                                                   "log_format",
+                                                   "metrics",
+                                                   "cache_dir",
+                                                   "cache_max_bytes",
+                                                   "compile_memory_mib",
+                                                   "drain_timeout",
+                                                   "keepalive_time",
+                                                   "keepalive_timeout",
+                                                   "compile_timeout",
+                                                   "workers",
+                                                   "launch_timeout",
+                                                   "worker_spares",
+                                                   "worker_specialize",
+                                                   "cuda_prefer_blocks",
+                                                   "tenants"};
+      for (const auto& [key, value] : file) {
+        if (std::find(std::begin(kKeys), std::end(kKeys), key.str()) == std::end(kKeys)) {
+          out.exit = true;
+          out.exit_code = 2;
+          out.message =
+              absl::StrFormat("kad: %s: `%s` is not a setting kad knows (line %d)", config_file,
+                              std::string(key.str()), key.source().begin.line);
+          return out;
+        }
+      }
       if (const toml::array* uris = file["listen"].as_array()) {
         for (const auto& u : *uris)
           if (auto s = u.value<std::string>()) c.daemon.listen.push_back(*s);
@@ -276,6 +323,13 @@ ParseOutcome parse_config(int argc, char** argv) {
   if (!cache_dir.empty()) c.cache_dir = cache_dir == "off" ? std::string() : cache_dir;
   if (!listen.empty()) c.daemon.listen = listen;
   if (c.daemon.listen.empty()) c.daemon.listen.push_back("unix:" + default_socket_path());
+  if (check_config) {
+    out.exit = true;
+    out.exit_code = 0;
+    out.message = config_file.empty()
+                      ? "kad: the flags are valid"
+                      : absl::StrCat("kad: ", config_file, " and the flags are valid");
+  }
   return out;
 }
 

@@ -265,6 +265,29 @@ TEST(DaemonConfig, ATenantTableKadCannotUseStopsItNamingTheKey) {
   std::filesystem::remove_all(dir);
 }
 
+// A key kad does not know (a typo) stops it naming the key and its line;
+// --check-config says whether kad would start, without starting it.
+TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
+  const std::string dir = "/tmp/kad-check-config-" + std::to_string(getpid());
+  std::filesystem::create_directories(dir);
+  const std::string kad = std::string(KAD_DAEMON_PATH) + " --config " + dir + "/kad.toml";
+  std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/kad.sock\"]\n"
+                                   << "max_sesions = 4\n";
+  ProcessRun typo = run(kad);
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_THAT(typo.output, HasSubstr("`max_sesions` is not a setting kad knows (line 2)"));
+  ProcessRun typo_checked = run(kad + " --check-config");
+  EXPECT_EQ(typo_checked.code, 2);
+
+  std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/kad.sock\"]\n"
+                                   << "max_sessions = 4\nlog_format = \"json\"\n";
+  ProcessRun ok = run(kad + " --check-config");
+  EXPECT_EQ(ok.code, 0) << ok.output;
+  EXPECT_THAT(ok.output, HasSubstr("kad.toml and the flags are valid"));
+  EXPECT_FALSE(std::filesystem::exists(dir + "/kad.sock")) << "--check-config started kad";
+  std::filesystem::remove_all(dir);
+}
+
 TEST(DaemonConfig, ATomlFileSetsWhereKadListens) {
   const std::string dir = "/tmp/kad-config-" + std::to_string(getpid());
   std::filesystem::create_directories(dir);
