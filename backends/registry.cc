@@ -57,4 +57,8 @@ void keep_driver_caches_in(const std::string& folder, bool specialize) {
   opencl::keep_pocl_cache_in(folder + "/pocl", specialize);
 }
 
+void default_driver_caches_to(const std::string& folder) {
+  opencl::default_pocl_cache_to(folder + "/pocl");
+}
+
 }  // namespace kad

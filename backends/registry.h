@@ -40,4 +40,9 @@ DeviceRegistry discover_devices(const DiscoveryConfig& config = {});
 // `specialize`: see opencl::keep_pocl_cache_in.
 void keep_driver_caches_in(const std::string& folder, bool specialize);
 
+// Drivers whose caches the environment does not place keep them under
+// `folder`: a service's user has no home for them (PoCL finds no device
+// when it cannot make its cache). What the environment says wins.
+void default_driver_caches_to(const std::string& folder);
+
 }  // namespace kad

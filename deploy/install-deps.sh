@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs every build and test dependency of kad from Debian 12 packages.
 # Idempotent: packages already present are left alone and apt is not touched.
+#   install-deps.sh           what building and testing kad needs
+#   install-deps.sh --build   what building it needs (deploy/Containerfile's build stage)
 set -euo pipefail
 
 packages=(
@@ -12,9 +14,17 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libcli11-dev libspdlog-dev libseccomp-dev
-  clang-format-15 git
-  systemd nlohmann-json3-dev libcpp-httplib-dev prometheus
+  nlohmann-json3-dev libcpp-httplib-dev
 )
+if [ "${1:-}" != "--build" ]; then
+  # The tests' tools: formatting, the systemd unit's and the Kubernetes
+  # manifests' offline checks, promtool, and podman for the container test.
+  packages+=(clang-format-15 git systemd prometheus python3-yaml
+    podman runc debootstrap uidmap)
+  # kubectl: Debian's, unless one is installed already (another package's
+  # kubectl would conflict with it).
+  command -v kubectl >/dev/null || packages+=(kubernetes-client)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

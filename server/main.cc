@@ -54,6 +54,18 @@ void start_lowering(const Config& config) {
 
 kad::DeviceRegistry start_devices(const Config& config) {
   start_lowering(config);
+  // Drivers' own caches beside kad's code cache (or in the temporary
+  // folder without one), not in a home a service's user does not have.
+  const kad::CodeCache& cache = kad::KernelLowering::shared().cache();
+  std::error_code error;
+  const std::string beside_code = cache.folder() + "/drivers";
+  if (cache.enabled() && (std::filesystem::create_directories(beside_code, error), !error)) {
+    kad::default_driver_caches_to(beside_code);
+  } else {
+    const char* tmp = std::getenv("TMPDIR");
+    kad::default_driver_caches_to(
+        absl::StrCat(tmp != nullptr && *tmp ? tmp : "/tmp", "/kad-drivers-", geteuid()));
+  }
   return kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks,
                                 .only_backend = {},
                                 .null_device = config.null_device});

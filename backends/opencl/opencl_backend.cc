@@ -110,4 +110,8 @@ void keep_pocl_cache_in(const std::string& folder, bool specialize) {
   setenv("POCL_WORK_GROUP_SPECIALIZATION", specialize ? "1" : "0", 1);
 }
 
+void default_pocl_cache_to(const std::string& folder) {
+  setenv("POCL_CACHE_DIR", folder.c_str(), /*overwrite=*/0);
+}
+
 }  // namespace kad::opencl

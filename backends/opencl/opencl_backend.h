@@ -34,5 +34,7 @@ std::string pocl_cache_folder();
 // work-group size at its first launch (about 70 ms each), which runs
 // kernels with barriers or local memory faster (up to about 1.7x here).
 void keep_pocl_cache_in(const std::string& folder, bool specialize);
+// PoCL's cache in `folder` unless POCL_CACHE_DIR names one already.
+void default_pocl_cache_to(const std::string& folder);
 
 }  // namespace kad::opencl

@@ -32,9 +32,12 @@ absl::Status from_grpc(const grpc::Status& s) {
 
 absl::Status Connection::status_of(const grpc::Status& s) const {
   if (s.ok()) return absl::OkStatus();
-  const bool gone = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
-                    (s.error_code() == grpc::StatusCode::NOT_FOUND &&
-                     absl::StartsWith(s.error_message(), "no open session has id"));
+  // A broken connection fails the call and the session's stream together:
+  // the stream's news may come a moment after the call's.
+  const bool gone =
+      (s.error_code() == grpc::StatusCode::UNAVAILABLE && session_lost(absl::Milliseconds(100))) ||
+      (s.error_code() == grpc::StatusCode::NOT_FOUND &&
+       absl::StartsWith(s.error_message(), "no open session has id"));
   if (!gone) return from_grpc(s);
   return absl::UnavailableError(session_gone(s.error_message()));
 }
@@ -66,9 +69,73 @@ void register_inproc(InprocChannelFactory factory) {
   g_inproc = new InprocChannelFactory(std::move(factory));
 }
 
+namespace {
+// The session stream's completion-queue tags.
+void* const kStarted = reinterpret_cast<void*>(1);
+void* const kRead = reinterpret_cast<void*>(2);
+void* const kFinished = reinterpret_cast<void*>(3);
+}  // namespace
+
+grpc::Status Connection::open_session(const v1::OpenSessionRequest& request) {
+  session_stream_ = stub->AsyncOpenSession(&session_context, request, &session_queue_, kStarted);
+  void* tag = nullptr;
+  bool ok = false;
+  session_queue_.Next(&tag, &ok);  // kStarted
+  if (ok) {
+    v1::SessionEvent first;
+    session_stream_->Read(&first, kRead);
+    session_queue_.Next(&tag, &ok);
+    if (ok) {
+      session_id = first.session_id();
+      absl::MutexLock lock(&session_mu_);
+      session_stream_->Read(&session_event_, kRead);
+      read_pending_ = true;
+      return grpc::Status::OK;
+    }
+  }
+  grpc::Status status;
+  session_stream_->Finish(&status, kFinished);
+  session_queue_.Next(&tag, &ok);
+  session_stream_.reset();
+  if (status.ok()) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the stream closed");
+  return status;
+}
+
+bool Connection::session_lost(absl::Duration grace) const {
+  absl::MutexLock lock(&session_mu_);
+  const auto deadline = absl::ToChronoTime(absl::Now() + grace);
+  while (!lost_ && read_pending_) {
+    void* tag = nullptr;
+    bool ok = false;
+    if (session_queue_.AsyncNext(&tag, &ok, deadline) != grpc::CompletionQueue::GOT_EVENT) break;
+    read_pending_ = false;
+    if (!ok) {
+      lost_ = true;  // the stream ended
+      break;
+    }
+    session_stream_->Read(&session_event_, kRead);  // an event kad sent: read on
+    read_pending_ = true;
+  }
+  return lost_;
+}
+
 Connection::~Connection() {
   session_context.TryCancel();
-  if (session_stream) session_stream->Finish().ok();
+  void* tag = nullptr;
+  bool ok = false;
+  if (session_stream_) {
+    {
+      absl::MutexLock lock(&session_mu_);
+      if (read_pending_) session_queue_.Next(&tag, &ok);  // the cancelled Read
+      read_pending_ = false;
+    }
+    grpc::Status status;
+    session_stream_->Finish(&status, kFinished);
+    session_queue_.Next(&tag, &ok);
+  }
+  session_queue_.Shutdown();
+  while (session_queue_.Next(&tag, &ok)) {
+  }
   absl::MutexLock lock(&mappings_mu);
   for (auto& [handle, m] : mappings) munmap(m.data, m.bytes);
 }
@@ -291,11 +358,8 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
   connection->attach(connection->session_context);
   connection->session_context.set_wait_for_ready(false);
   connection->session_context.set_deadline(std::chrono::system_clock::time_point::max());
-  connection->session_stream = connection->stub->OpenSession(&connection->session_context, request);
-  v1::SessionEvent first;
-  if (!connection->session_stream->Read(&first)) {
-    absl::Status s = client::from_grpc(connection->session_stream->Finish());
-    connection->session_stream.reset();
+  if (const grpc::Status opened = connection->open_session(request); !opened.ok()) {
+    absl::Status s = client::from_grpc(opened);
     // A handshake that fails is a question of who is who, not of reach:
     // kad's certificate is not the CA's ("certificate verify failed", "Peer
     // name … is not in peer certificate"), or kad refused this client's
@@ -326,7 +390,6 @@ absl::StatusOr<std::unique_ptr<Client>> Client::connect(absl::string_view uri_in
                         absl::StrFormat("cannot open a session with kad at %s: %s", uri_in,
                                         s.ok() ? "the stream closed" : std::string(s.message())));
   }
-  connection->session_id = first.session_id();
   return std::unique_ptr<Client>(new Client(std::move(connection)));
 }
 

@@ -34,7 +34,14 @@ class Connection {
   std::string unix_path;  // set for unix: URIs: the shared-memory side socket is unix_path + ".shm"
   TransportChoice transport = TransportChoice::kAuto;
   grpc::ClientContext session_context;  // the open OpenSession stream
-  std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream;
+
+  // Opens the session (OpenSession), its id in session_id: the status of
+  // kad's answer. The stream is then read asynchronously, one Read always
+  // pending, so that session_lost() can look without waiting.
+  grpc::Status open_session(const v1::OpenSessionRequest& request);
+  // Whether kad has ended this connection's session (its stream closed: kad
+  // stopped, restarted, or dropped it). Waits at most `grace` for news.
+  bool session_lost(absl::Duration grace = absl::ZeroDuration()) const;
 
   // Every call carries the session (once open) and the token (if any).
   void attach(grpc::ClientContext& context) const {
@@ -42,11 +49,12 @@ class Connection {
     if (!authorization.empty()) context.AddMetadata("authorization", authorization);
   }
 
-  // A call's status. Every call of a connection shares its session's
-  // HTTP/2 connection, so a transport that fails (UNAVAILABLE) or a kad that
-  // no longer knows the session (one that restarted, or reclaimed it) means
-  // the session is gone for good: that is said as UNAVAILABLE, naming the
-  // session and what to do, whichever call found it.
+  // A call's status. A call that fails as UNAVAILABLE while the session's
+  // stream has ended, or that a kad which no longer knows the session
+  // answers (one that restarted, or reclaimed it), found the session gone
+  // for good: that is said as UNAVAILABLE, naming the session and what to
+  // do, whichever call found it. kad's own UNAVAILABLE answers (draining, a
+  // worker that cannot start) keep their words.
   absl::Status status_of(const grpc::Status& s) const;
   // The message of a session found gone, with the `cause` seen.
   std::string session_gone(std::string_view cause) const;
@@ -66,6 +74,14 @@ class Connection {
   }
 
   ~Connection();
+
+ private:
+  mutable absl::Mutex session_mu_;
+  mutable grpc::CompletionQueue session_queue_;
+  std::unique_ptr<grpc::ClientAsyncReader<v1::SessionEvent>> session_stream_;
+  mutable v1::SessionEvent session_event_;  // the pending Read's
+  mutable bool read_pending_ ABSL_GUARDED_BY(session_mu_) = false;
+  mutable bool lost_ ABSL_GUARDED_BY(session_mu_) = false;
 };
 
 class Queue::Transport {

@@ -137,8 +137,10 @@ class GrpcTransport final : public Queue::Transport {
       finished_ = true;
       final_ = connection_->status_of(rw_->Finish());
       if (final_.ok()) {
-        final_ =
-            absl::UnavailableError(connection_->session_gone("the queue's stream to kad closed"));
+        constexpr char kClosed[] = "the queue's stream to kad closed";
+        final_ = absl::UnavailableError(connection_->session_lost(absl::Milliseconds(100))
+                                            ? connection_->session_gone(kClosed)
+                                            : std::string(kClosed));
       }
     }
     return final_;

@@ -5,6 +5,7 @@
 #include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -266,9 +267,15 @@ class WorkerServer {
 }  // namespace
 
 void harden_worker_process(int fd) {
-  // Dies with the daemon, whichever way it ends.
+  // Dies with the daemon, whichever way it ends. The daemon is the peer of
+  // the worker's socket (it made the pair): one that ended before the
+  // death signal was set is no longer this process's parent. (Not "the
+  // parent is PID 1": in a container kad itself is PID 1.)
   prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (getppid() == 1) _exit(0);
+  ucred daemon{};
+  socklen_t length = sizeof(daemon);
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &daemon, &length) != 0 || getppid() != daemon.pid)
+    _exit(0);
   // A crashing kernel leaves no core file behind, and the process cannot be
   // read by another of the same user (nor dumped).
   rlimit no_core{0, 0};

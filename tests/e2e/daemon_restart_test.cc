@@ -2,8 +2,13 @@
 // old kad gets a clear error, promptly, on every transport, and never hangs
 // or crashes; a new client on the same address gets a new session from the
 // new kad and launches as before (DESIGN §11).
-#include <future>
+#include <signal.h>
 
+#include <chrono>
+#include <future>
+#include <thread>
+
+#include "client/src/connection.h"
 #include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
 
@@ -103,6 +108,29 @@ TEST(DaemonRestart, OldClientsGetAClearErrorPromptlyAndNewClientsServeOnTheSameA
     EXPECT_TRUE(add_one(fresh, 99).ok()) << uri;
   }
   old.clear();  // a client of the old kad closes without hanging
+}
+
+// kad's own UNAVAILABLE answers (a draining kad, a worker that cannot
+// start) keep their words while the session lives; once kad is gone, any
+// UNAVAILABLE is the session's end and says so.
+TEST(DaemonRestart, AnUnavailableAnswerIsASessionsEndOnlyOnceItsStreamHasEnded) {
+  auto daemon = testing::Daemon::start();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  absl::StatusOr<std::shared_ptr<client::Connection>> c =
+      client::open_connection((*daemon)->tcp_uri(), {});
+  ASSERT_TRUE(c.ok()) << c.status();
+  v1::OpenSessionRequest request;
+  request.set_client_name("classify");
+  ASSERT_TRUE((*c)->open_session(request).ok());
+  const grpc::Status kads_own(grpc::StatusCode::UNAVAILABLE, "a worker for X did not start");
+  EXPECT_FALSE((*c)->session_lost());
+  EXPECT_EQ((*c)->status_of(kads_own).message(), "a worker for X did not start");
+
+  (*daemon)->stop(SIGKILL);
+  EXPECT_TRUE((*c)->session_lost(absl::Seconds(5)));
+  const absl::Status gone = (*c)->status_of(kads_own);
+  EXPECT_EQ(gone.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(gone.message()), HasSubstr("kad no longer holds session `"));
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "kad/client.h"
+#include "tests/e2e/e2e.h"
 #include "tests/support/daemon.h"
 
 namespace kad {
@@ -109,6 +110,28 @@ TEST(ServiceManager, KadSaysReadyOnceServingInItsRuntimeDirectoryReloadingOnSigh
   kill(kad, SIGTERM);
   EXPECT_THAT(manager.next(), StartsWith("STOPPING=1\n"));
   EXPECT_EQ(testing::wait_exit(kad), 0) << read_file(dir.path + "/kad.log");
+}
+
+// A service's user has no home (none can be made under /proc, even by
+// root, as /nonexistent could be): the drivers' caches go
+// beside kad's code cache, so PoCL still finds its CPU device and launches.
+TEST(ServiceManager, AUserWithoutAHomeStillHasTheCpuDevice) {
+  Folder dir;
+  const std::string ready = dir.path + "/ready";
+  const pid_t kad = testing::spawn(
+      {"/usr/bin/env", "-u", "POCL_CACHE_DIR", "-u", "XDG_CACHE_HOME", "-u", "KAD_CACHE_DIR",
+       "HOME=/proc/kad-no-home", "CACHE_DIRECTORY=" + dir.path + "/cache", KAD_DAEMON_PATH,
+       "--listen", "unix:" + dir.path + "/kad.sock", "--ready-file", ready},
+      dir.path + "/kad.log");
+  ASSERT_GT(kad, 0);
+  for (int i = 0; i < 3000 && !std::filesystem::exists(ready); ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  ASSERT_TRUE(std::filesystem::exists(ready)) << read_file(dir.path + "/kad.log");
+  testing::expect_bystander_served("unix:" + dir.path + "/kad.sock");
+  EXPECT_TRUE(std::filesystem::exists(dir.path + "/cache/drivers/pocl"))
+      << read_file(dir.path + "/kad.log");
+  kill(kad, SIGTERM);
+  EXPECT_EQ(testing::wait_exit(kad), 0);
 }
 
 TEST(ServiceManager, AnAbstractNotifySocketIsToldToo) {
