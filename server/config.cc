@@ -146,6 +146,7 @@ ParseOutcome parse_config(int argc, char** argv) {
     return out;
   }
 
+  std::string bad_setting;  // the first TOML value kad cannot take
   if (!config_file.empty()) {
     try {
       const toml::table file = toml::parse_file(config_file);
@@ -197,7 +198,12 @@ ParseOutcome parse_config(int argc, char** argv) {
       }
       auto set_u64 = [&](const char* key, uint64_t& field, const CLI::Option* flag) {
         if (flag && flag->count() > 0) return;  // the flag wins
-        if (auto v = file[key].value<int64_t>(); v && *v >= 0) field = static_cast<uint64_t>(*v);
+        if (!file.contains(key)) return;
+        if (auto v = file[key].value_exact<int64_t>(); v && *v >= 0) {
+          field = static_cast<uint64_t>(*v);
+        } else if (bad_setting.empty()) {  // not a default left in force unsaid
+          bad_setting = absl::StrFormat("%s must be a whole number, 0 or more", key);
+        }
       };
       set_u64("max_message_bytes", c.daemon.max_message_bytes,
               app.get_option("--max-message-bytes"));
@@ -277,6 +283,12 @@ ParseOutcome parse_config(int argc, char** argv) {
                                  " at line ", e.source().begin.line);
       return out;
     }
+  }
+  if (!bad_setting.empty()) {
+    out.exit = true;
+    out.exit_code = 2;
+    out.message = absl::StrCat("kad: ", config_file, ": ", bad_setting);
+    return out;
   }
   if (no_shm) c.daemon.shared_memory = false;
   c.workers = !no_workers;

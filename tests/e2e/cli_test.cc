@@ -278,6 +278,12 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
   EXPECT_THAT(typo.output, HasSubstr("`max_sesions` is not a setting kad knows (line 2)"));
   ProcessRun typo_checked = run(kad + " --check-config");
   EXPECT_EQ(typo_checked.code, 2);
+  for (const char* value : {"-1", "\"ten\"", "2.5"}) {
+    std::ofstream(dir + "/kad.toml") << "max_sessions = " << value << "\n";
+    ProcessRun wrong = run(kad + " --check-config");
+    EXPECT_EQ(wrong.code, 2) << value;
+    EXPECT_THAT(wrong.output, HasSubstr("max_sessions must be a whole number, 0 or more")) << value;
+  }
 
   std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/kad.sock\"]\n"
                                    << "max_sessions = 4\nlog_format = \"json\"\n";
