@@ -381,11 +381,12 @@ absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<uint64_t> Engine::buffer_size(Session& s, uint64_t buffer) {
+absl::Status Engine::check_buffer_range(Session& s, uint64_t buffer, uint64_t offset,
+                                        uint64_t size) {
   absl::MutexLock lock(&s.mu);
   absl::StatusOr<Buffer*> b = find_buffer(s, buffer);
   if (!b.ok()) return b.status();
-  return (*b)->size();
+  return kad::check_buffer_range(**b, offset, size);
 }
 
 absl::StatusOr<Engine::CopyTarget> Engine::copy_target(Session& s, uint64_t queue,

@@ -147,8 +147,10 @@ class Engine {
                             std::span<const std::byte> data);
   absl::Status read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                            std::span<std::byte> data);
-  // The size of a buffer, for a read that must size its destination first.
-  absl::StatusOr<uint64_t> buffer_size(Session& s, uint64_t buffer);
+  // Whether `size` bytes at `offset` lie in `buffer` (NOT_FOUND, or
+  // OUT_OF_RANGE naming the range): a whole streamed copy, checked before
+  // its first chunk.
+  absl::Status check_buffer_range(Session& s, uint64_t buffer, uint64_t offset, uint64_t size);
 
   struct LoadedModule {
     uint64_t handle;

@@ -211,14 +211,8 @@ grpc::Status KadService::WriteBuffer(grpc::ServerContext* context,
       announced = chunk.size();
       first = false;
       if (announced != 0) {
-        absl::StatusOr<uint64_t> size = engine_.buffer_size(**s, buffer);
-        if (!size.ok()) return to_grpc(size.status());
-        uint64_t end;
-        if (__builtin_add_overflow(offset, announced, &end) || end > *size) {
-          return to_grpc(absl::OutOfRangeError(
-              absl::StrFormat("range of %d bytes at offset %d does not fit in a buffer of %d bytes",
-                              announced, offset, *size)));
-        }
+        if (absl::Status r = engine_.check_buffer_range(**s, buffer, offset, announced); !r.ok())
+          return to_grpc(r);
       }
     }
     const std::string& data = chunk.data();
@@ -256,16 +250,12 @@ grpc::Status KadService::ReadBuffer(grpc::ServerContext* context,
                                     grpc::ServerWriter<v1::BufferChunk>* writer) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
-  absl::StatusOr<uint64_t> size = engine_.buffer_size(**s, request->buffer());
-  if (!size.ok()) return to_grpc(size.status());
+  if (absl::Status r =
+          engine_.check_buffer_range(**s, request->buffer(), request->offset(), request->size());
+      !r.ok())
+    return to_grpc(r);
   // Checked here too, so that a read of 0 bytes names a missing queue.
   if (absl::Status q = engine_.check_queue(**s, request->queue()); !q.ok()) return to_grpc(q);
-  uint64_t end;
-  if (__builtin_add_overflow(request->offset(), request->size(), &end) || end > *size) {
-    return to_grpc(absl::OutOfRangeError(
-        absl::StrFormat("range of %d bytes at offset %d does not fit in a buffer of %d bytes",
-                        request->size(), request->offset(), *size)));
-  }
   v1::BufferChunk chunk;
   for (uint64_t done = 0; done < request->size();) {
     const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, request->size() - done);

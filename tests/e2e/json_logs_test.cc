@@ -18,13 +18,7 @@ namespace kad {
 namespace {
 
 using ::testing::HasSubstr;
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
+using testing::read_file;
 
 TEST(JsonLogs, EveryLineKadPrintsIsOneJsonObjectEvenForHostileBytes) {
   char name[] = "/tmp/kad-json-XXXXXX";

@@ -11,8 +11,6 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "absl/strings/str_cat.h"
@@ -25,6 +23,7 @@ namespace kad {
 namespace {
 
 using ::testing::HasSubstr;
+using testing::read_file;
 using ::testing::StartsWith;
 
 // A datagram socket the service manager would listen on: a path, or an
@@ -66,13 +65,6 @@ class NotifySocket {
   int fd_ = -1;
   bool bound_ = false;
 };
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 struct Folder {
   Folder() {

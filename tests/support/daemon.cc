@@ -86,12 +86,14 @@ absl::Status Daemon::launch(const std::string& tcp_listen, std::vector<std::stri
   return absl::OkStatus();
 }
 
-std::string Daemon::log() const {
-  std::ifstream in(dir_ + "/kad.log");
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
   std::stringstream s;
   s << in.rdbuf();
   return s.str();
 }
+
+std::string Daemon::log() const { return read_file(dir_ + "/kad.log"); }
 
 int Daemon::stop(int signal) {
   if (pid_ < 0) return -1000;

@@ -38,6 +38,9 @@ class Daemon {
   std::string dir_, unix_uri_, tcp_uri_, metrics_url_;
 };
 
+// The whole text of the file at `path` ("" when it cannot be read).
+std::string read_file(const std::string& path);
+
 // Runs `argv` as a child process; returns its pid (or -1).
 pid_t spawn(const std::vector<std::string>& argv, const std::string& log_path = "");
 // Waits for `pid`; returns its exit code, or -signal if a signal ended it.
