@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   kad_bench::ClientRunner runner(argv[1]);
   absl::Status s = runner.setup(kad_bench::first_launch_work());
   if (s.ok()) s = runner.run();
+  if (s.ok()) kad_bench::note_first_launch();
   if (!s.ok()) std::fprintf(stderr, "kad_bench_client: %s\n", s.ToString().c_str());
   return s.ok() ? 0 : 1;
 }

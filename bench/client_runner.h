@@ -3,7 +3,9 @@
 // client library (kad_bench_client) runs exactly what kad_bench's client modes run.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
+#include <fstream>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +22,17 @@ namespace kad_bench {
 inline std::string requested_device_id() {
   const char* id = std::getenv("KAD_BENCH_DEVICE");
   return id == nullptr ? std::string() : std::string(absl::StripAsciiWhitespace(id));
+}
+
+// time_to_load times a process until it has its first launch's result, not
+// until it exits: a kad client's exit (closing its session, gRPC's own
+// shutdown) is not part of its first launch. The bench names a file in this
+// variable; the process writes there the moment it has that result, on the
+// steady clock (CLOCK_MONOTONIC, the same in every process).
+inline constexpr char kFirstLaunchFileVariable[] = "KAD_BENCH_FIRST_LAUNCH_FILE";
+inline void note_first_launch() {
+  if (const char* path = std::getenv(kFirstLaunchFileVariable))
+    std::ofstream(path) << std::chrono::steady_clock::now().time_since_epoch().count();
 }
 
 // The kernel a new client's first launch runs (time_to_load).

@@ -99,6 +99,19 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
       spdlog::info("tenants' workers share the CPU by niceness alone: {}",
                    std::string(groups.status().message()));
     }
+    if (cpu_groups_) {
+      // Most sessions are the default tenant's: spares wait in its group.
+      workers.ready_spare = [groups = cpu_groups_.get(),
+                             fallback = tenants_.resolve({})](worker::WorkerProcess& w) {
+        if (absl::Status s = groups->place(w.pid(), fallback->name(), fallback->spec().weight,
+                                           fallback->higher_classes());
+            s.ok()) {
+          w.cpu_group = fallback->name();
+        } else {
+          spdlog::warn("spare worker {}: {}", w.pid(), std::string(s.message()));
+        }
+      };
+    }
     workers_ = std::make_unique<worker::WorkerPool>(std::move(workers));
     for (const auto& d : registry_.devices) {
       if (isolated(*d)) workers_->keep_ready(d->info().id);

@@ -319,11 +319,15 @@ absl::Status IsolatedDevice::ensure_worker() {
   running_pid_.store(worker_->pid());
   // The tenant's share of the CPU: a worker that cannot be given it runs
   // at the default, said once per worker.
-  if (share_.groups != nullptr) {
+  // A spare may be in the tenant's group already (the default tenant's).
+  if (share_.groups != nullptr && worker_->cpu_group != share_.tenant) {
     if (absl::Status s = share_.groups->place(worker_->pid(), share_.tenant, share_.weight,
                                               share_.higher_classes);
-        !s.ok())
+        !s.ok()) {
       spdlog::warn("worker {}: {}", worker_->pid(), std::string(s.message()));
+    } else {
+      worker_->cpu_group = share_.tenant;
+    }
   }
   if (share_.nice > 0) {
     if (absl::Status s = worker_->set_nice(share_.nice); !s.ok())

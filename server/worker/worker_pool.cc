@@ -212,7 +212,10 @@ void WorkerPool::refill() {
       if (w.ok()) {
         if (absl::Status s = (*w)->await_hello(deadline); !s.ok()) w = s;
       }
-      if (w.ok() && batch[i].spare) preload(**w, device);
+      if (w.ok() && batch[i].spare) {
+        preload(**w, device);
+        if (options_.ready_spare) options_.ready_spare(**w);
+      }
       absl::MutexLock lock(&mu_);
       --starting_[device];
       if (!w.ok()) {

@@ -7,6 +7,7 @@
 // the parent *thread*'s), and the pool's thread lives as long as the pool.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -39,6 +40,11 @@ struct WorkerOptions {
   absl::Duration compile_timeout = absl::Seconds(150);
   absl::Duration start_timeout = absl::Seconds(30);
   int spares = 1;  // started workers kept ready per device
+  // Readies a spare before anyone takes it, on the pool's thread: the
+  // engine puts it into the default tenant's CPU group there, since moving
+  // a process between groups takes about 10 ms (cgroup v1 waits for an RCU
+  // grace period) that a new session's first request would otherwise wait.
+  std::function<void(WorkerProcess&)> ready_spare = nullptr;
 };
 
 class WorkerPool {

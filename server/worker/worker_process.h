@@ -43,6 +43,8 @@ class WorkerProcess {
   int landlock_abi() const { return landlock_abi_; }
   // Kernels (WorkerKernel ids) loaded before anyone took the worker.
   absl::flat_hash_set<uint64_t> preloaded;
+  // The tenant whose CPU group (cpu_groups.h) it is in; empty: none yet.
+  std::string cpu_group;
   Connection& connection() { return connection_; }
   MessageReader& reader() { return reader_; }
 

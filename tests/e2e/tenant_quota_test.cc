@@ -8,6 +8,7 @@
 // Real kad, real PoCL, real sockets.
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +20,7 @@
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kad/client.h"
@@ -552,6 +554,65 @@ TEST(TenantCpuShare, ATenantsWorkersRunAtTheNicenessOfItsPriorityAndWeight) {
   for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup"})
     EXPECT_FALSE(std::filesystem::exists(std::string(root) + mine.substr(0, mine.rfind('/'))))
         << root << mine;
+  std::filesystem::remove_all(dir);
+}
+
+// The CPU group `pid` is in, as /proc/PID/cgroup names it for the CPU
+// controller (cgroup v1) or the one hierarchy (v2); empty if none is found.
+std::string cpu_group_of(pid_t pid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/cgroup"));
+  std::string line;
+  while (std::getline(in, line)) {
+    const std::vector<std::string> fields = absl::StrSplit(line, absl::MaxSplits(':', 2));
+    if (fields.size() != 3) continue;
+    const std::vector<std::string> controllers = absl::StrSplit(fields[1], ',');
+    if (fields[0] == "0" ||
+        std::find(controllers.begin(), controllers.end(), "cpu") != controllers.end())
+      return fields[2];
+  }
+  return "";
+}
+
+// Moving a process between CPU groups takes about 10 ms (cgroup v1 waits
+// for an RCU grace period): spares wait in the default tenant's group, so
+// that a default session's first request moves nothing, while another
+// tenant's session still gets its worker moved into its own group.
+TEST(TenantCpuShare, SparesWaitInTheDefaultTenantsGroupAndATakenOneJoinsItsTenants) {
+  char dir[] = "/tmp/kad-cpu-spare-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::ofstream(std::string(dir) + "/tokens") << kGreedyToken << " batch\n";
+  std::ofstream(std::string(dir) + "/kad.toml") << "[tenants.batch]\nweight = 1\n";
+  auto d = Daemon::start({"--worker-spares", "1", "--tokens", std::string(dir) + "/tokens",
+                          "--config", std::string(dir) + "/kad.toml"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  if (absl::StrContains((*d)->log(), "share the CPU by niceness alone")) {
+    std::filesystem::remove_all(dir);
+    GTEST_SKIP() << "kad cannot make CPU groups here: " << (*d)->log();
+  }
+  const std::string groups = absl::StrCat("/kad-", (*d)->pid(), "/");
+  // The spare, before any session: in the default tenant's group.
+  auto in_group = [&](const std::string& tenant) {
+    std::vector<pid_t> out;
+    for (pid_t child : children_of((*d)->pid()))
+      if (absl::EndsWith(cpu_group_of(child), groups + tenant)) out.push_back(child);
+    return out;
+  };
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (in_group("default").empty() && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  const std::vector<pid_t> spares = in_group("default");
+  ASSERT_EQ(spares.size(), 1u) << "no spare in " << groups << "default";
+
+  // A batch session takes that spare: it joins batch's group.
+  client::ConnectOptions options;
+  options.token = kGreedyToken;
+  auto batch = Client::connect((*d)->tcp_uri(), "batch", options);
+  ASSERT_TRUE(batch.ok()) << batch.status();
+  auto q = (*batch)->create_queue();
+  ASSERT_TRUE(q.ok()) << q.status();
+  EXPECT_EQ(in_group("batch"), spares) << "the spare a batch session took";
+  batch->reset();
+  EXPECT_EQ((*d)->stop(SIGTERM), 0) << (*d)->log();
   std::filesystem::remove_all(dir);
 }
 
