@@ -1,6 +1,7 @@
 #include "server/worker/isolated_device.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstring>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "core/kernel_lowering.h"
 #include "core/tune.h"
 #include "server/sealed_memfd.h"
@@ -119,8 +121,8 @@ class WorkerQueue final : public Queue {
   absl::Status write_buffer(Buffer& buffer, uint64_t offset,
                             std::span<const std::byte> data) override {
     if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
-    absl::MutexLock lock(&device_.mu_);
-    if (absl::Status s = wait_locked(next_ - 1); !s.ok()) return s;
+    if (absl::Status s = wait_for(latest()); !s.ok()) return s;
+    // The daemon's own memory: no worker is needed to write it.
     if (!data.empty())
       std::memcpy(static_cast<WorkerBuffer&>(buffer).data() + offset, data.data(), data.size());
     return absl::OkStatus();
@@ -129,8 +131,7 @@ class WorkerQueue final : public Queue {
   absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
                            std::span<std::byte> data) override {
     if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
-    absl::MutexLock lock(&device_.mu_);
-    if (absl::Status s = wait_locked(next_ - 1); !s.ok()) return s;
+    if (absl::Status s = wait_for(latest()); !s.ok()) return s;
     if (!data.empty()) {
       std::memcpy(data.data(), static_cast<const WorkerBuffer&>(buffer).data() + offset,
                   data.size());
@@ -139,96 +140,132 @@ class WorkerQueue final : public Queue {
   }
 
   absl::Status wait(EventId event) override {
-    if (absl::Status s = check_issued(event, next()); !s.ok()) return s;
-    absl::MutexLock lock(&device_.mu_);
-    return wait_locked(event);
+    if (absl::Status s = check_issued(event, latest() + 1); !s.ok()) return s;
+    return wait_for(event);
   }
 
-  absl::Status finish() override {
-    absl::MutexLock lock(&device_.mu_);
-    return wait_locked(next_ - 1);
-  }
+  absl::Status finish() override { return wait_for(latest()); }
 
  private:
   friend class IsolatedDevice;
   static constexpr uint64_t kRing = 1024;
+  // How often a wait that sleeps looks whether its worker is still there.
+  static constexpr absl::Duration kAliveCheck = absl::Milliseconds(20);
   struct Launched {
     absl::Time submitted;
     const WorkerKernel* kernel = nullptr;
   };
 
-  EventId next() {
+  EventId latest() {
     absl::MutexLock lock(&device_.mu_);
-    return next_;
+    return next_ - 1;
   }
 
-  // Waits for `event` and everything before it, within the launch deadline.
-  absl::Status wait_locked(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
-    // Launches a dead worker took with it are reported once, to the first
-    // wait or copy that covers them (as a launch's error is reported by the
-    // next wait); after that they count as ended.
-    if (loss_pending_ && event >= loss_from_) {
-      loss_pending_ = false;
-      return loss_;
+  // Waits for `event` and everything before it, each launch within its
+  // deadline. The worker reports every launch's end on the queue's
+  // progress page; the wait sleeps there without holding the device's
+  // lock, so the session's other queues go on meanwhile.
+  absl::Status wait_for(EventId event) {
+    absl::MutexLock lock(&device_.mu_);
+    for (;;) {
+      // Launches a dead worker took with it are reported once, to the first
+      // wait or copy that covers them (as a launch's error is reported by the
+      // next wait); after that they count as ended.
+      if (loss_pending_ && event >= loss_from_) {
+        loss_pending_ = false;
+        return loss_;
+      }
+      if (!failed_.ok()) {  // a launch's failure found by an earlier look
+        absl::Status failed = std::move(failed_);
+        failed_ = absl::OkStatus();
+        return failed;
+      }
+      if (event <= std::max(confirmed_, base_)) return absl::OkStatus();
+      if (!device_.worker_ || page_ == nullptr)
+        return absl::UnavailableError("the session's worker is gone");
+      const uint32_t seen = page_->progress().changes.load(std::memory_order_acquire);
+      observe(event);
+      // A failure is reported above first; a worker lost is reported too.
+      if (event <= confirmed_ || !device_.worker_ || page_ == nullptr) continue;
+      const absl::Time deadline = running_deadline();
+      const absl::Time now = absl::Now();
+      if (now >= deadline) {
+        device_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
+        continue;  // the loss is reported above
+      }
+      // Asleep without the lock; the page stays mapped while this holds it.
+      std::shared_ptr<ProgressPage> page = page_;
+      const uint64_t generation = device_.generation_;
+      const uint64_t reported = page->progress().completed.load(std::memory_order_acquire);
+      device_.mu_.Unlock();
+      page->sleep_while_unchanged(seen, std::min(deadline - now, kAliveCheck));
+      // The page changed and nothing was reported: a worker that only
+      // bumps the word must not make this thread spin.
+      if (page->progress().completed.load(std::memory_order_acquire) == reported &&
+          page->progress().changes.load(std::memory_order_acquire) != seen)
+        absl::SleepFor(absl::Milliseconds(1));
+      device_.mu_.Lock();
+      // Nothing new, and the same worker: is it still there?
+      if (device_.generation_ == generation &&
+          page->progress().changes.load(std::memory_order_acquire) == seen)
+        device_.check_alive();
     }
-    if (!failed_.ok()) {  // a launch's failure the watchdog found
-      absl::Status failed = std::move(failed_);
-      failed_ = absl::OkStatus();
-      return failed;
-    }
-    if (event <= std::max(confirmed_, base_)) return absl::OkStatus();
-    if (!device_.worker_) return absl::UnavailableError("the session's worker is gone");
-    absl::Status waited = wait_in_worker(event);
-    if (!waited.ok() && loss_pending_) loss_pending_ = false;  // reported now
-    return waited;
   }
 
-  // Asks the worker to wait for `event` (beyond what is confirmed), and ends
-  // the worker if the answer does not come by the running launch's deadline.
-  absl::Status wait_in_worker(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
-    const EventId first = std::max(confirmed_, base_) + 1;
-    const EventId oldest = next_ > kRing ? std::max(first, next_ - kRing) : first;
-    // A launch starts once the one before it is done: its deadline counts
-    // from then, or from its submission if that came later.
-    const absl::Time since = std::max(launched_[oldest % kRing].submitted, confirmed_at_);
-    // A wait that comes long after its launches finds the deadline past,
-    // though they may well be done: it gives the answer a moment (at most a
-    // second) before it takes the launch for one that still runs.
-    const absl::Time deadline = std::max(since + launch_timeout_,
-                                         absl::Now() + std::min(launch_timeout_, absl::Seconds(1)));
-    WaitRecord w{id_, event - base_};
+  // Reads the progress page: what the worker reports as ended (no more than
+  // it was given) becomes confirmed, now. A failure reported among launches
+  // up to `event` is asked of the worker and kept in failed_.
+  void observe(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+    QueueProgress& progress = page_->progress();
+    const uint64_t reported = progress.completed.load(std::memory_order_acquire);
+    const EventId ended = base_ + std::min<uint64_t>(reported, next_ - 1 - base_);
+    if (ended > confirmed_) {
+      confirmed_ = ended;
+      confirmed_at_ = absl::Now();
+    }
+    if (progress.failed.load(std::memory_order_acquire) == 0 || event > confirmed_) return;
+    // The worker answers at once: the launches ended, and it keeps the
+    // first failure among them.
+    WaitRecord w{id_, std::min(event, confirmed_) - base_};
     absl::Status sent = device_.worker_->connection().send(Op::kWait, bytes_of(w));
-    absl::Status reported;
-    absl::Status transport = sent.ok() ? device_.read_status(deadline, &reported) : sent;
+    absl::Status reported_failure;
+    absl::Status transport =
+        sent.ok() ? device_.read_status(absl::Now() + absl::Seconds(5), &reported_failure) : sent;
     if (!transport.ok()) {
-      device_.lose_worker(transport,
-                          transport.code() == absl::StatusCode::kDeadlineExceeded ? this : nullptr);
-      return loss_;  // pending for every queue of the worker, this one included
+      device_.lose_worker(transport, nullptr);  // the loss is pending now, for the caller
+      return;
     }
-    if (!reported.ok()) return reported;
-    confirmed_ = event;
-    confirmed_at_ = absl::Now();
-    return absl::OkStatus();
+    failed_ = std::move(reported_failure);
   }
 
-  // The watchdog's check, for launches nobody waits for: the oldest launch
-  // not known complete, once its deadline has passed, is waited for (with a
-  // second's grace for the answer), so it is confirmed if done and its
-  // worker ended if not. What it finds waits for the client's next wait.
-  void check_deadline() ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+  // When the oldest launch not known ended must end: its deadline counts
+  // from its submission or the end of the launch before it, whichever came
+  // later, as the progress page showed them.
+  absl::Time running_deadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
     const EventId first = std::max(confirmed_, base_) + 1;
-    if (!device_.worker_ || first >= next_) return;
     const EventId oldest = next_ > kRing ? std::max(first, next_ - kRing) : first;
-    const absl::Time since = std::max(launched_[oldest % kRing].submitted, confirmed_at_);
-    if (absl::Now() < since + launch_timeout_) return;
-    absl::Status found = wait_in_worker(first);
-    // A loss stays pending (lose_worker marked it); a launch's failure is kept.
-    if (!found.ok() && !loss_pending_ && failed_.ok()) failed_ = std::move(found);
+    return std::max(launched_[oldest % kRing].submitted, confirmed_at_) + launch_timeout_;
+  }
+
+  // The watchdog's look, for launches nobody waits for: progress is read
+  // from the page; the oldest launch not ended, past its deadline, ends
+  // the worker. What it finds waits for the client's next wait.
+  void check_deadline() ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+    if (!device_.worker_ || page_ == nullptr) return;
+    const EventId first = std::max(confirmed_, base_) + 1;
+    if (first >= next_) return;
+    observe(first);
+    if (std::max(confirmed_, base_) + 1 >= next_ || !device_.worker_) return;
+    if (absl::Now() < running_deadline()) return;
+    device_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
   }
 
   IsolatedDevice& device_;
   const absl::Duration launch_timeout_;
   absl::Status failed_;  // guarded by device_.mu_
+  // Guarded by device_.mu_: where the worker now running reports this
+  // queue's progress (null while no worker has the queue).
+  std::shared_ptr<ProgressPage> page_;
   uint64_t id_ = 0;
   // Guarded by device_.mu_. Events count this queue's launches from 1, over
   // every worker the queue has had; the worker counts from `base_`.
@@ -343,10 +380,28 @@ absl::Status IsolatedDevice::ensure_worker() {
     if (absl::Status s = call(Op::kImportBuffer, bytes_of(r), b->fd(), deadline); !s.ok()) return s;
   }
   for (const auto& [id, q] : queues_) {
-    IdRecord r{id};
-    if (absl::Status s = call(Op::kCreateQueue, bytes_of(r), -1, deadline); !s.ok()) return s;
+    if (absl::Status s = give_queue(*q, deadline); !s.ok()) return s;
   }
   return absl::OkStatus();
+}
+
+absl::Status IsolatedDevice::give_queue(WorkerQueue& queue, absl::Time deadline) {
+  absl::StatusOr<std::shared_ptr<ProgressPage>> page = ProgressPage::create();
+  if (!page.ok()) return page.status();
+  IdRecord r{queue.id_};
+  if (absl::Status s = call(Op::kCreateQueue, bytes_of(r), (*page)->fd(), deadline); !s.ok())
+    return s;
+  queue.page_ = *std::move(page);
+  return absl::OkStatus();
+}
+
+void IsolatedDevice::check_alive() {
+  // Every request reads its answer under mu_: with mu_ held, anything to
+  // read on the connection means the worker hung up (or misbehaves).
+  if (!worker_) return;
+  pollfd p{worker_->connection().fd(), POLLIN | POLLRDHUP, 0};
+  if (poll(&p, 1, 0) > 0 && p.revents != 0)
+    lose_worker(absl::UnavailableError("its connection closed"), nullptr);
 }
 
 void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue,
@@ -357,7 +412,16 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
   // Reaped below: from now on its pid may name another process.
   running_pid_.store(0);
   const std::string ended = deadline ? worker_->stop() : worker_->reap();
+  ++generation_;
   for (auto& [id, q] : queues_) {
+    // What the worker reported ended before it went is not lost.
+    if (q->page_ != nullptr) {
+      const uint64_t reported = q->page_->progress().completed.load(std::memory_order_acquire);
+      q->confirmed_ =
+          std::max(q->confirmed_, q->base_ + std::min<uint64_t>(reported, q->next_ - 1 - q->base_));
+      q->page_->wake_all();  // its sleepers look again, and find the loss
+      q->page_ = nullptr;
+    }
     const EventId last = q->next_ - 1;
     const EventId first = std::max(q->confirmed_, q->base_) + 1;
     q->base_ = last;
@@ -565,10 +629,7 @@ absl::StatusOr<std::unique_ptr<Queue>> IsolatedDevice::create_queue(absl::Durati
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ensure_worker(); !s.ok()) return s;
   q->id_ = next_id_++;
-  IdRecord r{q->id_};
-  if (absl::Status s =
-          call(Op::kCreateQueue, bytes_of(r), -1, absl::Now() + pool_.options().start_timeout);
-      !s.ok()) {
+  if (absl::Status s = give_queue(*q, absl::Now() + pool_.options().start_timeout); !s.ok()) {
     q->id_ = 0;
     return s;
   }

@@ -32,6 +32,7 @@
 #include "absl/synchronization/mutex.h"
 #include "core/backend.h"
 #include "server/worker/cpu_groups.h"
+#include "server/worker/queue_progress.h"
 #include "server/worker/worker_pool.h"
 #include "server/worker/worker_process.h"
 
@@ -135,6 +136,12 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   absl::Status read_status(absl::Time deadline, absl::Status* reported, uint32_t* flags = nullptr)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status load(const WorkerKernel& kernel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Creates `queue` in the worker, with a new progress page.
+  absl::Status give_queue(WorkerQueue& queue, absl::Time deadline)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Ends the worker if it hung up: a wait that sleeps on a progress page
+  // would not see it otherwise.
+  void check_alive() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Buffer>> add_buffer(std::unique_ptr<WorkerBuffer> buffer);
 
   Device& shared_;
@@ -148,6 +155,7 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   absl::flat_hash_map<uint64_t, WorkerBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, WorkerQueue*> queues_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
+  uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // workers lost so far
 };
 
 }  // namespace kad::server::worker

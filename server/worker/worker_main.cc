@@ -1,6 +1,7 @@
 #include "server/worker/worker_main.h"
 
 #include <linux/close_range.h>
+#include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -10,11 +11,17 @@
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <memory>
 #include <string>
+#include <system_error>
+#include <thread>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
+#include "server/worker/queue_progress.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_protocol.h"
 
@@ -33,17 +40,87 @@ struct ImportedBuffer {
 };
 
 // A queue's launches in this worker, numbered from 1 as the daemon counts
-// them, and the driver's events for the newest of them.
+// them, and the driver's events for the newest of them. The request loop
+// launches; the queue's reaper thread waits for each launch in turn and
+// reports its end on the progress page the daemon reads (queue_progress.h).
 struct WorkerQueueState {
   static constexpr uint64_t kRing = 4096;
   std::unique_ptr<Queue> queue;
-  uint64_t launched = 0;
-  std::array<EventId, kRing> events{};
-  // The first launch the driver refused since the last wait, reported by the
-  // next wait that covers it.
-  absl::Status failed;
-  uint64_t failed_at = 0;
+  std::shared_ptr<ProgressPage> page;
+  uint64_t next_launch = 1;  // the request loop's own count
+  std::atomic<uint64_t> launched{0};
+  std::atomic<uint32_t> launched_word{0};  // launched's low bits: the reaper's futex word
+  std::atomic<uint32_t> reaper_sleeping{0};
+  std::atomic<bool> released{false};
+  std::array<std::atomic<EventId>, kRing> events{};
+  // The first launch that failed (refused by the driver, or ended in error)
+  // and was not yet reported; kWait reports it once a wait covers it.
+  absl::Mutex mu;
+  absl::Status failed ABSL_GUARDED_BY(mu);
+  uint64_t failed_at ABSL_GUARDED_BY(mu) = 0;
+
+  void note_failure(const absl::Status& status, uint64_t seq) {
+    {
+      absl::MutexLock lock(&mu);
+      if (failed.ok()) {
+        failed = status;
+        failed_at = seq;
+      }
+    }
+    page->report_failure();
+  }
+  // Wakes the reaper if it sleeps (after `launched` or `released` changed).
+  void wake_reaper() {
+    if (reaper_sleeping.load(std::memory_order_seq_cst) != 0)
+      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&launched_word), FUTEX_WAKE_PRIVATE, 1,
+              nullptr, nullptr, 0);
+  }
 };
+
+// Reapers still running: the worker ends only once they have let go of
+// their driver queues (or, if a kernel holds one, without cleaning up).
+std::atomic<int> g_live_reapers{0};
+
+// Stops a queue's reaper once it is back from the driver.
+void release(WorkerQueueState& s) {
+  s.released.store(true, std::memory_order_seq_cst);
+  s.launched_word.fetch_add(1, std::memory_order_seq_cst);
+  s.wake_reaper();
+}
+
+// The reaper: waits for the queue's launches one by one, in order, and
+// reports each end at once, so that the daemon sees every completion as it
+// happens. A launch whose event left the ring (more than kRing behind) is
+// covered by waiting for the oldest event held: the queue is in order.
+void reap_until_released(WorkerQueueState& s) {
+  uint64_t done = 0;
+  while (!s.released.load(std::memory_order_acquire)) {
+    const uint64_t launched = s.launched.load(std::memory_order_acquire);
+    if (launched == done) {
+      s.reaper_sleeping.store(1, std::memory_order_seq_cst);
+      if (s.launched.load(std::memory_order_seq_cst) == done && !s.released.load()) {
+        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.launched_word), FUTEX_WAIT_PRIVATE,
+                static_cast<uint32_t>(done), nullptr, nullptr, 0);
+      }
+      s.reaper_sleeping.store(0, std::memory_order_relaxed);
+      continue;
+    }
+    uint64_t next = done + 1;
+    if (launched - next >= WorkerQueueState::kRing) next = launched - WorkerQueueState::kRing + 1;
+    const EventId event = s.events[next % WorkerQueueState::kRing].load(std::memory_order_relaxed);
+    if (event != 0) {
+      if (absl::Status ended = s.queue->wait(event); !ended.ok()) s.note_failure(ended, next);
+    }
+    done = next;
+    s.page->report(done);
+  }
+}
+
+void reap(std::shared_ptr<WorkerQueueState> state) {
+  reap_until_released(*state);
+  state.reset();  // the driver's queue goes while its device is still there
+  g_live_reapers.fetch_sub(1, std::memory_order_release);
+}
 
 class WorkerServer {
  public:
@@ -57,7 +134,7 @@ class WorkerServer {
       int fd = -1;
       // The daemon hung up (or is gone): the worker's work is over.
       if (!reader.next(&header, &payload, &fd, absl::InfiniteFuture(), uint64_t{1} << 40).ok())
-        return 0;
+        return stop_reapers();
       if (absl::Status s = handle(static_cast<Op>(header.op), payload, fd); !s.ok()) {
         // The daemon sent what it never sends: give up rather than guess.
         std::fprintf(stderr, "kad worker: %s\n", std::string(s.message()).c_str());
@@ -67,6 +144,17 @@ class WorkerServer {
   }
 
  private:
+  // Ends every reaper before the device goes; a reaper a kernel still holds
+  // in the driver cannot end, and then the worker leaves at once.
+  int stop_reapers() {
+    for (auto& [id, q] : queues_) release(*q);
+    queues_.clear();
+    for (int i = 0; i < 1000 && g_live_reapers.load(std::memory_order_acquire) > 0; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    if (g_live_reapers.load(std::memory_order_acquire) > 0) _exit(0);
+    return 0;
+  }
+
   template <typename T>
   static absl::Status read(std::span<const std::byte> payload, T* out, size_t min = sizeof(T)) {
     if (payload.size() < min || payload.size() > sizeof(T)) {
@@ -121,10 +209,24 @@ class WorkerServer {
       case Op::kCreateQueue: {
         IdRecord r;
         if (absl::Status s = read(payload, &r); !s.ok()) return s;
+        if (fd < 0) return absl::InternalError("a queue came without its progress page");
+        absl::StatusOr<std::shared_ptr<ProgressPage>> page = ProgressPage::map(fd);
+        if (!page.ok()) return reply(page.status());
         absl::StatusOr<std::unique_ptr<Queue>> q = device_.create_queue();
         if (q.ok()) {
-          auto state = std::make_unique<WorkerQueueState>();
+          auto state = std::make_shared<WorkerQueueState>();
           state->queue = *std::move(q);
+          state->page = *std::move(page);
+          // Detached: a reaper inside a launch that never ends must not hold
+          // up the request loop when its queue is released.
+          g_live_reapers.fetch_add(1, std::memory_order_relaxed);
+          try {
+            std::thread(reap, state).detach();
+          } catch (const std::system_error& e) {  // no thread to be had: no queue
+            g_live_reapers.fetch_sub(1, std::memory_order_relaxed);
+            return reply(absl::ResourceExhaustedError(
+                absl::StrFormat("the worker cannot start a thread for a queue: %s", e.what())));
+          }
           queues_[r.id] = std::move(state);
         }
         return reply(q.status());
@@ -132,7 +234,10 @@ class WorkerServer {
       case Op::kReleaseQueue: {
         IdRecord r;
         if (absl::Status s = read(payload, &r); !s.ok()) return s;
-        queues_.erase(r.id);
+        if (auto q = queues_.find(r.id); q != queues_.end()) {
+          release(*q->second);
+          queues_.erase(q);
+        }
         return absl::OkStatus();
       }
       default:
@@ -151,8 +256,10 @@ class WorkerServer {
       _exit(3);
     }
     WorkerQueueState& state = *q->second;
-    const uint64_t seq = ++state.launched;
-    const EventId previous = seq > 1 ? state.events[(seq - 1) % WorkerQueueState::kRing] : 0;
+    const uint64_t seq = state.next_launch++;
+    const EventId previous =
+        seq > 1 ? state.events[(seq - 1) % WorkerQueueState::kRing].load(std::memory_order_relaxed)
+                : 0;
     for (uint32_t i = 0; i < launch_.nargs; ++i) {
       const ArgRecord& a = launch_.args[i];
       KernelArg& out = args_[i];
@@ -174,28 +281,30 @@ class WorkerServer {
     absl::StatusOr<EventId> event =
         state.queue->enqueue_kernel(*k->second, launch_.geometry, launch_.context,
                                     std::span<const KernelArg>(args_.data(), launch_.nargs));
-    if (!event.ok() && state.failed.ok()) {
-      state.failed = event.status();
-      state.failed_at = seq;
-    }
+    if (!event.ok()) state.note_failure(event.status(), seq);
     // A refused launch waits for what came before it.
-    state.events[seq % WorkerQueueState::kRing] = event.ok() ? *event : previous;
+    state.events[seq % WorkerQueueState::kRing].store(event.ok() ? *event : previous,
+                                                      std::memory_order_relaxed);
+    state.launched.store(seq, std::memory_order_seq_cst);
+    state.launched_word.store(static_cast<uint32_t>(seq), std::memory_order_seq_cst);
+    state.wake_reaper();
   }
 
+  // The daemon asks only once the progress page shows the launches ended
+  // and a failure among them: the answer is the first failure up to
+  // `w.event`, if any, which is then reported and forgotten.
   absl::Status wait(const WaitRecord& w) {
     auto q = queues_.find(w.queue);
     if (q == queues_.end()) return absl::InternalError("a wait names no queue");
     WorkerQueueState& state = *q->second;
-    const uint64_t seq = std::min(w.event, state.launched);
-    if (!state.failed.ok() && state.failed_at <= seq) {
+    absl::MutexLock lock(&state.mu);
+    if (!state.failed.ok() && state.failed_at <= w.event) {
       absl::Status failed = std::move(state.failed);
       state.failed = absl::OkStatus();
+      state.page->progress().failed.store(0, std::memory_order_release);
       return failed;
     }
-    if (seq == 0) return absl::OkStatus();
-    const uint64_t held = oldest_held_event(seq, state.launched + 1, WorkerQueueState::kRing);
-    const EventId event = state.events[held % WorkerQueueState::kRing];
-    return event == 0 ? absl::OkStatus() : state.queue->wait(event);
+    return absl::OkStatus();
   }
 
   absl::Status compile(Op op, std::span<const std::byte> payload) {
@@ -261,7 +370,7 @@ class WorkerServer {
   std::array<KernelArg, kMaxKernelArgs> args_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CompiledKernel>> kernels_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<ImportedBuffer>> buffers_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<WorkerQueueState>> queues_;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerQueueState>> queues_;
 };
 
 }  // namespace

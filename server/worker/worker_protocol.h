@@ -6,7 +6,9 @@
 // The daemon sends requests; the worker answers those that need an answer
 // (kHello's, kCompile, kLoadKernel, kImportBuffer, kCreateQueue, kWait), in
 // order, and nothing else. Launches, frees and queue releases are not
-// answered: a launch's failure is reported by the next wait on its queue.
+// answered. Each queue's launches are reported as they end on the queue's
+// progress page (queue_progress.h, sent with kCreateQueue), where the daemon
+// waits; kWait only asks which launch failed, once the page says one did.
 //
 // The worker trusts the daemon (its parent, same build). The daemon trusts
 // nothing a worker sends: sizes are bounded, and a malformed or missing
@@ -33,10 +35,10 @@ enum class Op : uint32_t {
   kLoadKernel,    // the same, for a kernel another worker compiled -> Status
   kImportBuffer,  // ImportRecord + the memory's fd -> Status
   kFreeBuffer,    // IdRecord
-  kCreateQueue,   // IdRecord -> Status
+  kCreateQueue,   // IdRecord + the queue's progress page (memfd) -> Status
   kReleaseQueue,  // IdRecord
   kLaunch,        // LaunchRecord (only its first `nargs` arguments)
-  kWait,          // WaitRecord -> Status
+  kWait,          // WaitRecord -> Status: the first failure up to the event
   kStatus,        // worker -> daemon: StatusRecord + message
   kCompileReply,  // worker -> daemon: worker.v1.CompileReply
 };

@@ -44,6 +44,12 @@ class CompilerIsolation : public testing::DaemonSuite {
     auto d = testing::Daemon::start({"--compile-timeout", "5", "--compile-memory-mib", "2048"});
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = d->release();
+    observer_ = connect(daemon().tcp_uri(), "observer").release();
+  }
+  static void TearDownTestSuite() {
+    delete observer_;
+    observer_ = nullptr;
+    DaemonSuite::TearDownTestSuite();
   }
 
   // A kernel no session compiled before (a constant of its own), launched and
@@ -60,10 +66,11 @@ class CompilerIsolation : public testing::DaemonSuite {
 
   void SetUp() override { baseline_ = counters(); }
 
-  // What kactl status shows of the daemon's objects.
+  // What kactl status shows of the daemon's objects. One observer for the
+  // whole suite: a new one per look would count the previous one's session
+  // until kad has seen it close, which a baseline could catch.
   static std::vector<uint64_t> counters() {
-    auto observer = connect(daemon().tcp_uri(), "observer");
-    auto s = observer->status();
+    auto s = observer_->status();
     EXPECT_TRUE(s.ok()) << s.status();
     if (!s.ok()) return {};
     return {s->sessions - 1, s->buffers, s->modules, s->kernels, s->queues};  // less the observer
@@ -82,6 +89,7 @@ class CompilerIsolation : public testing::DaemonSuite {
   }
 
   std::vector<uint64_t> baseline_;
+  static inline Client* observer_ = nullptr;
 };
 
 TEST_F(CompilerIsolation, NoSourceCanMakeTheCompilerReadAHostFile) {

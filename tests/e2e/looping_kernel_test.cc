@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <span>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -237,6 +238,103 @@ TEST(LoopingKernel, AWaitLongAfterAShortLaunchIsNotPastItsDeadline) {
   std::vector<int32_t> got(16);
   ASSERT_TRUE((*q)->read(*b, 0, testing::bytes_of(got)).ok());
   EXPECT_EQ(got, std::vector<int32_t>(16, 3));
+}
+
+// Spins while flag[0] is below `ticket`: launches that end one by one as the
+// test raises the flag.
+constexpr char kStage[] =
+    "kernel void stage(KAD_CONTEXT, global volatile int* flag, int ticket) {\n"
+    "  if (kad_active()) { while (flag[0] < ticket) { } }\n}\n";
+
+struct Stages {
+  std::unique_ptr<Client> client;
+  std::unique_ptr<client::Queue> running, other;
+  client::Kernel kernel;
+  client::Buffer flag;
+
+  // The flag, written through the session's other queue.
+  absl::Status raise(int32_t value) {
+    return other->write(flag, 0, std::as_bytes(std::span(&value, 1)));
+  }
+};
+
+Stages start_stages(const std::string& uri, absl::Duration launch_timeout) {
+  Stages s;
+  auto c = Client::connect(uri, "stages");
+  EXPECT_TRUE(c.ok()) << c.status();
+  s.client = *std::move(c);
+  auto running = s.client->create_queue("", launch_timeout);
+  auto other = s.client->create_queue("", launch_timeout);
+  auto b = s.client->allocate(sizeof(int32_t));
+  auto m = s.client->load_module(kStage);
+  EXPECT_TRUE(running.ok() && other.ok() && b.ok() && m.ok());
+  auto k = s.client->get_kernel(
+      *m, {.entry = "stage",
+           .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
+  EXPECT_TRUE(k.ok()) << k.status();
+  s.running = *std::move(running);
+  s.other = *std::move(other);
+  s.kernel = *k;
+  s.flag = *b;
+  return s;
+}
+
+// A wait sleeps on its queue's progress page, holding no lock of the
+// session's: while one queue waits for a kernel that spins until the flag
+// is raised, the session's other queue raises it, and the wait ends well
+// within its deadline. (Before, the wait held the session's worker lock and
+// the other queue waited for it until the deadline ended the worker.)
+TEST(LoopingKernel, ASessionsOtherQueueIsServedWhileOneWaitsForALongLaunch) {
+  auto daemon = testing::Daemon::start();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  for (const std::string& uri : {(*daemon)->unix_uri() + "?transport=shm", (*daemon)->tcp_uri()}) {
+    Stages s = start_stages(uri, absl::Seconds(10));
+    ASSERT_NE(s.client, nullptr);
+    const Arg args[] = {Arg::buffer(s.flag), Arg::scalar<int32_t>(1)};
+    ASSERT_TRUE(s.running->launch(s.kernel, client::Dims{1}, nullptr, args).ok());
+    const auto started = Clock::now();
+    absl::Status waited = absl::UnknownError("not waited");
+    std::thread waiter([&] { waited = s.running->wait(); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // the wait sleeps now
+    const absl::Status raised = s.raise(1);
+    const auto raised_after = Clock::now() - started;
+    waiter.join();
+    EXPECT_TRUE(raised.ok()) << raised;
+    EXPECT_TRUE(waited.ok()) << uri << ": " << waited;
+    EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(raised_after).count(), 5000)
+        << uri << ": the other queue waited for the first one";
+  }
+  testing::expect_bystander_served((*daemon)->unix_uri(), 4);
+}
+
+// In a pipeline, each launch's deadline counts from the end of the one
+// before it, which the worker reports as it happens: three launches of
+// about 1.2 s each on a queue with a 2 s deadline all end well, though the
+// last ends 3.6 s after they were submitted.
+TEST(LoopingKernel, EachLaunchsDeadlineCountsFromTheEndOfTheLaunchBeforeIt) {
+  auto daemon = testing::Daemon::start();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  Stages s = start_stages((*daemon)->tcp_uri(), absl::Seconds(2));
+  ASSERT_NE(s.client, nullptr);
+  for (int32_t ticket = 1; ticket <= 3; ++ticket) {
+    const Arg args[] = {Arg::buffer(s.flag), Arg::scalar<int32_t>(ticket)};
+    const client::Dims one{1};
+    ASSERT_TRUE(s.running->submit(s.kernel, &one, nullptr, args).ok());
+  }
+  absl::Status waited = absl::UnknownError("not waited");
+  std::thread waiter([&] { waited = s.running->wait(); });
+  for (int32_t ticket = 1; ticket <= 3; ++ticket) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1200));
+    ASSERT_TRUE(s.raise(ticket).ok());
+  }
+  waiter.join();
+  EXPECT_TRUE(waited.ok()) << waited;
+  // And one launch past its deadline is still ended: the flag never reaches 4.
+  const Arg args[] = {Arg::buffer(s.flag), Arg::scalar<int32_t>(4)};
+  ASSERT_TRUE(s.running->launch(s.kernel, client::Dims{1}, nullptr, args).ok());
+  const absl::Status late = s.running->wait();
+  EXPECT_EQ(late.code(), absl::StatusCode::kDeadlineExceeded) << late;
+  EXPECT_THAT(late.message(), ::testing::HasSubstr("kernel `stage` (launch 4)"));
 }
 
 TEST(LoopingKernel, WithoutWorkersAQueueHasNoLaunchTimeout) {

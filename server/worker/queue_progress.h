@@ -1,0 +1,70 @@
+// How far a worker's queue has come, in memory the daemon and the worker
+// share (DESIGN §8): the worker reports each launch's end as it happens, and
+// the daemon reads it there instead of asking over the socket. So a wait
+// holds no lock while it sleeps (a session's other queues go on), a
+// launch's deadline counts from the end of the launch before it, however
+// deep the pipeline, and the device's scheduler learns of free slots
+// without a round trip.
+//
+// One page per queue and worker: the daemon makes it (a sealed memfd) and
+// sends it with kCreateQueue. The worker writes it; the daemon trusts
+// nothing in it: `completed` is clamped to the launches it gave the worker,
+// and `failed` only makes the daemon ask (kWait), whose answer is checked
+// as any reply is.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace kad::server::worker {
+
+struct QueueProgress {
+  // Launches of this queue in this worker that have ended, counted from 1
+  // as the daemon numbers them in the worker.
+  std::atomic<uint64_t> completed{0};
+  std::atomic<uint32_t> changes{0};  // bumped at every report: the futex word
+  std::atomic<uint32_t> waiters{0};  // daemon threads asleep on `changes`
+  // A launch failed (the driver refused it, or it ended in error): the
+  // next wait that covers it asks the worker which and why.
+  std::atomic<uint32_t> failed{0};
+};
+
+inline constexpr size_t kProgressBytes = 4096;
+static_assert(sizeof(QueueProgress) <= kProgressBytes);
+
+// A mapping of one queue's page.
+class ProgressPage {
+ public:
+  // A new zeroed page (the daemon's side); fd() is what goes to the worker.
+  static absl::StatusOr<std::shared_ptr<ProgressPage>> create();
+  // The page whose memfd arrived with kCreateQueue (the worker's side); owns `fd`.
+  static absl::StatusOr<std::shared_ptr<ProgressPage>> map(int fd);
+  ~ProgressPage();
+  ProgressPage(const ProgressPage&) = delete;
+  ProgressPage& operator=(const ProgressPage&) = delete;
+
+  int fd() const { return fd_; }
+  QueueProgress& progress() { return *progress_; }
+
+  // The worker: launches up to `completed` have ended; wakes the daemon's
+  // sleepers, if any.
+  void report(uint64_t completed);
+  // The worker: a launch failed (before its end is reported).
+  void report_failure();
+  // Wakes every sleeper at once (the daemon, when the worker is lost).
+  void wake_all();
+  // The daemon: sleeps until `changes` differs from `seen` or `timeout`
+  // passes, without spinning (a kernel may run for seconds).
+  void sleep_while_unchanged(uint32_t seen, absl::Duration timeout);
+
+ private:
+  ProgressPage(int fd, QueueProgress* progress) : fd_(fd), progress_(progress) {}
+  int fd_;
+  QueueProgress* progress_;
+};
+
+}  // namespace kad::server::worker
