@@ -133,6 +133,13 @@ class Queue {
     (void)event;
     return std::nullopt;
   }
+  // Whether launch `event` (and so every one before it) has ended without
+  // error, as far as the driver tells without waiting; false where it
+  // cannot tell. Must not allocate.
+  virtual bool ended(EventId event) {
+    (void)event;
+    return false;
+  }
 };
 
 // The escape hatch of DESIGN §3: a backend whose devices must launch in their

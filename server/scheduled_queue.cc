@@ -56,7 +56,21 @@ absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
   const int64_t accepted = steady_ns();
   dispatch_mu_.Lock();
   mu().Lock();
-  if (held_count_ == 0 && scheduler_.try_take_locked(*flow_)) {
+  bool took = held_count_ == 0 && scheduler_.try_take_locked(*flow_);
+  if (!took && held_count_ == 0 && in_flight_count_ > 0) {
+    // At the depth: launches of ours may have ended with no one looking.
+    // A look that does not wait (half of them, as the pump would wait
+    // for), and their slots come free for this launch, or for a queue that
+    // waits for one: a pipeline past the depth then goes on from this
+    // thread, with no switch to the pump and back per launch.
+    const InFlight& half =
+        in_flight_[(in_flight_first_ + (in_flight_count_ - 1) / 2) % scheduler_.depth()];
+    if (queue_->ended(half.device_event)) {
+      ended_locked(half.event);
+      took = scheduler_.try_take_locked(*flow_);
+    }
+  }
+  if (took) {
     // Uncontended: straight to the device, from this thread.
     const EventId event = ++issued_;
     mu().Unlock();

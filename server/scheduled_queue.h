@@ -9,11 +9,12 @@
 // naming the kernel's launch, as a launch's failure on the device is.
 //
 // Uncontended, a launch goes straight to the device from the caller's
-// thread. Otherwise it waits in a ring of its own (the caller blocks once
-// the ring is full), and the queue's pump thread (started by its first
-// launch) dispatches it once granted a slot, and learns when the queue's
-// launches end so that slots come free for everyone, whether or not the
-// client ever waits.
+// thread (also past the depth, when a look that does not wait finds some
+// of the queue's launches ended and a slot free). Otherwise it waits in a
+// ring of its own (the caller blocks once the ring is full), and the
+// queue's pump thread (started by its first launch) dispatches it once
+// granted a slot, and learns when the queue's launches end so that slots
+// come free for everyone, whether or not the client ever waits.
 #pragma once
 
 #include <array>

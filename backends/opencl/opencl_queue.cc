@@ -123,6 +123,17 @@ absl::Status OpenClQueue::wait(EventId id) {
   return cl_status(err, "clWaitForEvents");
 }
 
+bool OpenClQueue::ended(EventId id) {
+  absl::MutexLock lock(&mu_);
+  if (id == 0 || id >= next_) return id == 0;
+  cl_event event = ring_[oldest_held_event(id, next_, kRing) % kRing];
+  cl_int status = CL_QUEUED;
+  DriverScope driver;
+  return device_.api().clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status),
+                                      &status, nullptr) == CL_SUCCESS &&
+         status == CL_COMPLETE;
+}
+
 std::optional<DeviceTimes> OpenClQueue::device_times(EventId id) {
   absl::MutexLock lock(&mu_);
   // Only an event the ring still holds: an older one was released.

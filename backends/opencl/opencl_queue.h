@@ -30,6 +30,7 @@ class OpenClQueue final : public Queue {
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
   std::optional<DeviceTimes> device_times(EventId event) override;
+  bool ended(EventId event) override;
 
  private:
   // Events older than this many launches are released; waiting for one waits

@@ -29,9 +29,19 @@ constexpr char kLowToken[] = "low-priority-token-0123456789";
 constexpr char kHighToken[] = "high-priority-token-0123456789";
 
 // out[0] = out[0] * 31 + v: the result depends on the order of the launches.
-constexpr char kFoldSource[] =
-    "kernel void fold(KAD_CONTEXT, global int* out, int v) {\n"
-    "  if (kad_active()) out[0] = out[0] * 31 + v;\n}\n";
+// Folds launches' values in their order; each launch first keeps its
+// work-item busy for `steps` dependent steps, so that launches past the
+// depth find the device still busy (kad sends a launch at once when a look
+// finds the queue's earlier launches ended).
+std::string fold_source(int steps) {
+  return absl::StrCat(
+      "kernel void fold(KAD_CONTEXT, global int* out, int v) {\n"
+      "  float acc = 0.0f;\n"
+      "  for (int i = 0; i < ",
+      steps,
+      "; ++i) acc = acc * 0.999999f + 1.0f;\n"
+      "  if (kad_active()) out[0] = out[0] * 31 + v + (acc < 0.0f ? 1 : 0);\n}\n");
+}
 // A launch that keeps one work-item busy for `n` dependent steps.
 constexpr char kSpinSource[] =
     "kernel void spin(KAD_CONTEXT, global float* out, int n) {\n"
@@ -93,7 +103,7 @@ struct Loaded {
   client::Kernel kernel;
 };
 
-Loaded load(Client& c, const char* source, const char* entry, client::ScalarType scalar) {
+Loaded load(Client& c, const std::string& source, const char* entry, client::ScalarType scalar) {
   Loaded l;
   auto q = c.create_queue();
   auto b = c.allocate(sizeof(int32_t));
@@ -117,7 +127,7 @@ TEST_F(FairShare, LaunchesPastTheDeviceDepthWaitInKadAndRunInOrder) {
   start(4);
   auto c = connect(kLowToken, "pipeline");
   ASSERT_NE(c, nullptr);
-  Loaded l = load(*c, kFoldSource, "fold", client::ScalarType::kI32);
+  Loaded l = load(*c, fold_source(1'000'000), "fold", client::ScalarType::kI32);
   ASSERT_NE(l.queue, nullptr);
   constexpr int kLaunches = 300;
   uint32_t expected = 0;
@@ -148,7 +158,7 @@ TEST_F(FairShare, AClientThatNeverWaitsDoesNotKeepTheDeviceFromOthers) {
   start(1);
   auto idle = connect(kLowToken, "never-waits");
   ASSERT_NE(idle, nullptr);
-  Loaded l = load(*idle, kFoldSource, "fold", client::ScalarType::kI32);
+  Loaded l = load(*idle, fold_source(20'000'000), "fold", client::ScalarType::kI32);
   ASSERT_NE(l.queue, nullptr);
   for (int32_t v = 0; v < 12; ++v) {  // the device's one slot, and more waiting in kad
     const client::Arg args[] = {client::Arg::buffer(l.buffer), client::Arg::scalar<int32_t>(v)};

@@ -31,6 +31,7 @@ class InjectingQueue final : public Queue {
   absl::StatusOr<EventId> enqueue_kernel(CompiledKernel& k, const LaunchGeometry& g,
                                          const LaunchContext& c,
                                          std::span<const KernelArg> a) override {
+    if (std::this_thread::get_id() != created_by_) ++other_threads_;
     if (++calls_ == refuse_) return absl::ResourceExhaustedError("out of command slots (injected)");
     return inner_->enqueue_kernel(k, g, c, a);
   }
@@ -59,13 +60,19 @@ class InjectingQueue final : public Queue {
     return absl::AbortedError("launch 1 was lost with the worker (injected)");
   }
   absl::Status finish() override { return inner_->finish(); }
+  bool ended(EventId e) override { return inner_->ended(e); }
   bool lost_reported() const { return entered_.load(); }
+  // Launches sent to the device by a thread other than the one that made
+  // this queue (the pump's).
+  int other_threads() const { return other_threads_.load(); }
 
  private:
   std::unique_ptr<Queue> inner_;
   const int refuse_;
   const bool lose_once_;
   int calls_ = 0;  // only the queue's one dispatcher at a time calls enqueue_kernel
+  const std::thread::id created_by_ = std::this_thread::get_id();
+  std::atomic<int> other_threads_{0};
   absl::Mutex mu_;
   int waits_ ABSL_GUARDED_BY(mu_) = 0;
   std::atomic<bool> entered_{false};
@@ -85,13 +92,19 @@ kernel void increment(KAD_CONTEXT, global int* x) {
 TEST_F(ScheduledQueueTest, AHeldLaunchTheDriverRefusesIsReportedOnceByTheNextWaitNamingIt) {
   DeviceScheduler scheduler(1);  // one launch on the device: the rest wait in kad
   auto real = device().create_queue();
-  ASSERT_TRUE(real.ok()) << real.status();
-  ScheduledQueue queue(scheduler, std::make_unique<InjectingQueue>(*std::move(real), 2), nullptr, 1,
+  auto real_other = device().create_queue();
+  ASSERT_TRUE(real.ok() && real_other.ok());
+  int tenant = 0, other_tenant = 0;
+  ScheduledQueue queue(scheduler, std::make_unique<InjectingQueue>(*std::move(real), 2), &tenant, 1,
                        0);
+  ScheduledQueue other(scheduler, *std::move(real_other), &other_tenant, 1, 0);
   auto kernel = increment();
-  auto x = make_buffer<int32_t>(4, 0);
+  auto x = make_buffer<int32_t>(4, 0), y = make_buffer<int32_t>(4, 0);
   const KernelArg args[] = {KernelArg::of_buffer(*x)};
   const NdRange range(Dims{4});
+  // Another queue has the one slot: every launch of `queue` waits in kad.
+  const KernelArg on_y[] = {KernelArg::of_buffer(*y)};
+  ASSERT_TRUE(kad::launch(*kernel, other, cache(), {&range, nullptr, on_y}).ok());
   std::vector<EventId> events;
   for (int i = 0; i < 3; ++i) {
     auto r = kad::launch(*kernel, queue, cache(), {&range, nullptr, args});
@@ -112,7 +125,35 @@ TEST_F(ScheduledQueueTest, AHeldLaunchTheDriverRefusesIsReportedOnceByTheNextWai
   std::vector<int32_t> got(4);
   ASSERT_TRUE(queue.read_buffer(*x, 0, std::as_writable_bytes(std::span(got))).ok());
   EXPECT_EQ(got, std::vector<int32_t>(4, 2)) << "launches 1 and 3 ran, in order";
+  EXPECT_TRUE(other.finish().ok());
   EXPECT_EQ(scheduler.stats().in_flight, 0u);
+}
+
+// Past the depth, a launch whose queue's earlier launches ended on the
+// device (with no one looking) goes straight to the device from the
+// caller's thread: a look that does not wait frees their slots, and no
+// launch is held in kad for the pump to send.
+TEST_F(ScheduledQueueTest, ALaunchPastTheDepthGoesStraightToTheDeviceWhenEarlierOnesEnded) {
+  DeviceScheduler scheduler(2);
+  auto real = device().create_queue();
+  ASSERT_TRUE(real.ok()) << real.status();
+  auto injecting = std::make_unique<InjectingQueue>(*std::move(real), 0);
+  InjectingQueue& sent = *injecting;
+  ScheduledQueue queue(scheduler, std::move(injecting), nullptr, 1, 0);
+  auto kernel = increment();
+  auto x = make_buffer<int32_t>(4, 0);
+  const KernelArg args[] = {KernelArg::of_buffer(*x)};
+  const NdRange range(Dims{4});
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_TRUE(kad::launch(*kernel, queue, cache(), {&range, nullptr, args}).ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the launch ends meanwhile
+  }
+  ASSERT_TRUE(queue.finish().ok());
+  std::vector<int32_t> got(4);
+  ASSERT_TRUE(queue.read_buffer(*x, 0, std::as_writable_bytes(std::span(got))).ok());
+  EXPECT_EQ(got, std::vector<int32_t>(4, 10));
+  EXPECT_EQ(scheduler.stats().held_total, 0u);
+  EXPECT_EQ(sent.other_threads(), 0) << "launches the pump sent";
 }
 
 TEST_F(ScheduledQueueTest, AFailureTheDeviceReportsOnceReachesTheWaitWhenThePumpSawItFirst) {
