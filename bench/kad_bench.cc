@@ -38,6 +38,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <set>
 #include <string>
@@ -220,10 +221,28 @@ uint32_t bench_queue_depth() {
   return depth;
 }
 
+// The bench's two daemons, made at first use and stopped by main before it
+// returns: left to the process's exit, a worker pool's thread could still
+// log (a spare that started late) after spdlog's own statics were gone.
+kad::testing::InProcessDaemon*& daemon_slot(bool workers) {
+  static kad::testing::InProcessDaemon* daemons[2] = {nullptr, nullptr};
+  return daemons[workers ? 1 : 0];
+}
+
 kad::testing::InProcessDaemon& daemon(bool workers = false) {
-  static auto* d = new kad::testing::InProcessDaemon("bench", false, bench_queue_depth());
-  static auto* w = new kad::testing::InProcessDaemon("bench-workers", /*workers=*/true);
-  return workers ? *w : *d;
+  static std::once_flag made;
+  std::call_once(made, [] {
+    daemon_slot(false) = new kad::testing::InProcessDaemon("bench", false, bench_queue_depth());
+    daemon_slot(true) = new kad::testing::InProcessDaemon("bench-workers", /*workers=*/true);
+  });
+  return *daemon_slot(workers);
+}
+
+void stop_daemons() {
+  for (bool workers : {false, true}) {
+    delete daemon_slot(workers);
+    daemon_slot(workers) = nullptr;
+  }
 }
 
 // A client mode's URI: "worker-shm" is "shm" on the daemon with workers.
@@ -1133,5 +1152,6 @@ int main(int argc, char** argv) {
                               requested_device_id().empty() ? "default" : "KAD_BENCH_DEVICE");
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
+  stop_daemons();
   return 0;
 }
