@@ -160,6 +160,20 @@ absl::Status CudaQueue::wait(EventId id) {
                    absl::StrFormat("waiting for event %d on %s", id, device_.info().id));
 }
 
+bool CudaQueue::ended(EventId id) {
+  if (id == 0) return true;
+  CUevent event;
+  {
+    absl::MutexLock lock(&mu_);
+    if (id >= next_) return false;
+    event = ring_[oldest_held_event(id, next_, kRing) % kRing];
+  }
+  if (!device_.make_current().ok()) return false;
+  DriverScope driver;
+  // CUDA_ERROR_NOT_READY while it runs; a fault's error is for wait() to report.
+  return device_.api().cuEventQuery(event) == CUDA_SUCCESS;
+}
+
 absl::Status CudaQueue::finish() {
   if (absl::Status s = device_.make_current(); !s.ok()) return s;
   return synchronize("cuStreamSynchronize");

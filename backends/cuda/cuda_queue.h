@@ -25,6 +25,7 @@ class CudaQueue final : public Queue {
                            std::span<std::byte> data) override;
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
+  bool ended(EventId event) override;
 
  private:
   // An event is re-recorded this many launches later; waiting for an older

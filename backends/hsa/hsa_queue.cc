@@ -231,6 +231,18 @@ absl::Status HsaQueue::wait(EventId event) {
   return wait_for(event);
 }
 
+bool HsaQueue::ended(EventId event) {
+  if (event == 0) return true;
+  {
+    absl::MutexLock lock(&mu_);
+    if (event >= next_) return false;
+  }
+  if (!failure().ok()) return false;  // for wait() to report
+  DriverScope driver;
+  return device_.api().hsa_signal_load_scacquire(done_) <=
+         kSignalStart - static_cast<hsa_signal_value_t>(event);
+}
+
 absl::Status HsaQueue::finish() {
   EventId last;
   {

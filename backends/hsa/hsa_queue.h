@@ -35,6 +35,7 @@ class HsaQueue final : public Queue {
                            std::span<std::byte> data) override;
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
+  bool ended(EventId event) override;
 
  private:
   static constexpr hsa_signal_value_t kSignalStart = std::numeric_limits<hsa_signal_value_t>::max();

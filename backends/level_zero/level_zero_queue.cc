@@ -243,6 +243,21 @@ absl::Status LevelZeroQueue::wait(EventId id) {
   return absl::OkStatus();
 }
 
+bool LevelZeroQueue::ended(EventId id) {
+  if (id == 0) return true;
+  ze_event_handle_t event = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (id >= next_) return false;
+    const uint32_t s = id % kRing;
+    if (owner_[s] != id) return true;  // recycled: its command completed first
+    event = events_[s];
+  }
+  // A timeout of zero only looks: ZE_RESULT_NOT_READY while it runs.
+  DriverScope driver;
+  return device_.api().zeEventHostSynchronize(event, 0) == ZE_RESULT_SUCCESS;
+}
+
 absl::Status LevelZeroQueue::finish() {
   EventId last = 0;
   {

@@ -35,6 +35,7 @@ class LevelZeroQueue final : public Queue {
                            std::span<std::byte> data) override;
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
+  bool ended(EventId event) override;
 
   // Events in the ring: at most kRing - 1 commands are in flight; the next
   // one waits (on the host) for the oldest to complete before reusing its event.

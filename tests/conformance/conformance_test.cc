@@ -414,6 +414,22 @@ TEST_P(Launches, AWorkgroupOfTwiceTheMaximumIsAnError) {
   for (int64_t v : download<int64_t>(*out)) ASSERT_EQ(v, -1);
 }
 
+// The device scheduler looks, without waiting, whether a queue's launches
+// ended (Queue::ended): a launch that ended is told so, one never issued is not.
+TEST_P(Launches, ALaunchThatEndedIsToldEndedWithoutWaiting) {
+  auto kernel = make_kernel(kIota, iota_signature());
+  ASSERT_NE(kernel, nullptr);
+  auto out = make_buffer<int64_t>(64, -1);
+  const KernelArg args[] = {KernelArg::of_buffer(*out)};
+  const NdRange range(Dims{64});
+  auto r = launch(*kernel, queue(), cache(), {&range, nullptr, args});
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(queue().wait(r->event).ok());
+  EXPECT_TRUE(queue().ended(r->event));
+  EXPECT_TRUE(queue().ended(0)) << "no launch at all";
+  EXPECT_FALSE(queue().ended(r->event + 1)) << "a launch never issued";
+}
+
 // Memory a session frees may be handed to the next (DESIGN §8): what it
 // wrote must never be readable there. Allocated, filled, freed and allocated
 // again many times, so that the allocator reuses the memory.
