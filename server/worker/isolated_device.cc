@@ -222,8 +222,7 @@ class WorkerQueue final : public Queue {
   // up to `event` is asked of the worker and kept in failed_.
   void observe(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
     QueueProgress& progress = page_->progress();
-    const uint64_t reported = progress.completed.load(std::memory_order_acquire);
-    const EventId ended = base_ + std::min<uint64_t>(reported, next_ - 1 - base_);
+    const EventId ended = reported_ended();
     if (ended > confirmed_) {
       confirmed_ = ended;
       confirmed_at_ = absl::Now();
@@ -241,6 +240,13 @@ class WorkerQueue final : public Queue {
       return;
     }
     failed_ = std::move(reported_failure);
+  }
+
+  // The last launch the page reports ended, read once and clamped to the
+  // launches this worker was given: the worker's word is not trusted.
+  EventId reported_ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+    const uint64_t reported = page_->progress().completed.load(std::memory_order_acquire);
+    return base_ + std::min<uint64_t>(reported, next_ - 1 - base_);
   }
 
   // When the oldest launch not known ended must end: its deadline counts
@@ -421,9 +427,7 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
   for (auto& [id, q] : queues_) {
     // What the worker reported ended before it went is not lost.
     if (q->page_ != nullptr) {
-      const uint64_t reported = q->page_->progress().completed.load(std::memory_order_acquire);
-      q->confirmed_ =
-          std::max(q->confirmed_, q->base_ + std::min<uint64_t>(reported, q->next_ - 1 - q->base_));
+      q->confirmed_ = std::max(q->confirmed_, q->reported_ended());
       q->page_->wake_all();  // its sleepers look again, and find the loss
       q->page_ = nullptr;
     }

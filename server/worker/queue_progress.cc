@@ -6,19 +6,15 @@
 #include <unistd.h>
 
 #include <climits>
-#include <ctime>
 
+#include "kad/shm/v1/ring.h"
 #include "server/sealed_memfd.h"
 
 namespace kad::server::worker {
 namespace {
 
-// Shared futexes (not FUTEX_PRIVATE_FLAG): the page is mapped by two processes.
-void futex_wait(std::atomic<uint32_t>* word, uint32_t expected, absl::Duration timeout) {
-  const timespec ts = absl::ToTimespec(timeout);
-  syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAIT, expected, &ts, nullptr, 0);
-}
-
+// Shared futexes (ring.h's, not FUTEX_PRIVATE_FLAG): the page is mapped by
+// two processes. Every sleeper wakes: a queue may have several.
 void futex_wake_all(std::atomic<uint32_t>* word) {
   syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
 }
@@ -62,7 +58,7 @@ void ProgressPage::wake_all() {
 void ProgressPage::sleep_while_unchanged(uint32_t seen, absl::Duration timeout) {
   progress_->waiters.fetch_add(1, std::memory_order_seq_cst);
   if (progress_->changes.load(std::memory_order_seq_cst) == seen)
-    futex_wait(&progress_->changes, seen, timeout);
+    shm::v1::futex_wait(&progress_->changes, seen, absl::ToInt64Nanoseconds(timeout));
   progress_->waiters.fetch_sub(1, std::memory_order_seq_cst);
 }
 

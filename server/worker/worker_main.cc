@@ -1,7 +1,6 @@
 #include "server/worker/worker_main.h"
 
 #include <linux/close_range.h>
-#include <linux/futex.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -21,6 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "kad/shm/v1/ring.h"
 #include "server/worker/queue_progress.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_protocol.h"
@@ -71,9 +71,7 @@ struct WorkerQueueState {
   }
   // Wakes the reaper if it sleeps (after `launched` or `released` changed).
   void wake_reaper() {
-    if (reaper_sleeping.load(std::memory_order_seq_cst) != 0)
-      syscall(SYS_futex, reinterpret_cast<uint32_t*>(&launched_word), FUTEX_WAKE_PRIVATE, 1,
-              nullptr, nullptr, 0);
+    if (reaper_sleeping.load(std::memory_order_seq_cst) != 0) shm::v1::futex_wake(&launched_word);
   }
 };
 
@@ -99,8 +97,7 @@ void reap_until_released(WorkerQueueState& s) {
     if (launched == done) {
       s.reaper_sleeping.store(1, std::memory_order_seq_cst);
       if (s.launched.load(std::memory_order_seq_cst) == done && !s.released.load()) {
-        syscall(SYS_futex, reinterpret_cast<uint32_t*>(&s.launched_word), FUTEX_WAIT_PRIVATE,
-                static_cast<uint32_t>(done), nullptr, nullptr, 0);
+        shm::v1::futex_wait(&s.launched_word, static_cast<uint32_t>(done), -1);
       }
       s.reaper_sleeping.store(0, std::memory_order_relaxed);
       continue;
