@@ -173,6 +173,7 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
   std::byte* const arena = reinterpret_cast<std::byte*>(memory_ + kArenaOffset);
   switch (static_cast<Op>(r.op)) {
     case Op::kLaunch:
+    case Op::kSubmit:
     case Op::kRun:
       op.kind = static_cast<Op>(r.op) == Op::kRun ? QueueOp::Kind::kRun : QueueOp::Kind::kLaunch;
       op.launch = &decoded_.request;
@@ -200,8 +201,8 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
       break;
     default:
       status = absl::InvalidArgumentError(absl::StrFormat(
-          "record %d has operation %d, not launch, run, wait, copy in, copy out or ping", r.tag,
-          r.op));
+          "record %d has operation %d, not launch, submit, run, wait, copy in, copy out or ping",
+          r.tag, r.op));
   }
   QueueOpResult result;
   if (status.ok())
@@ -217,6 +218,8 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
     for (int d = 0; d < launched.workgroup.rank; ++d) done->workgroup[d] = launched.workgroup[d];
   }
   if (!status.ok()) engine_.requests().count_command(status.code());
+  // A submitted launch that was accepted has nothing to tell.
+  answer_ = !(static_cast<Op>(r.op) == Op::kSubmit && status.ok());
   done->code = static_cast<int32_t>(status.code());
   if (!status.ok()) {
     const size_t n = std::min(status.message().size(), kMaxMessage);
@@ -263,7 +266,7 @@ void ShmChannel::run() {
       ring.head.store(head, std::memory_order_release);
       notify(&ring.head, &ring.producer_waiting);
       execute(record_, &done_);
-      ok = post(done_);
+      if (answer_) ok = post(done_);
     }
     if (!ok) break;
   }

@@ -49,7 +49,7 @@ class ShmChannel {
         options_(options) {}
 
   void run();
-  // Runs one record; fills `done`.
+  // Runs one record; fills `done` and answer_ (whether `done` goes back).
   void execute(const shm::v1::SubmitRecord& record, shm::v1::CompletionRecord* done);
   // Posts a completion, waiting for room; false when the channel must end.
   bool post(const shm::v1::CompletionRecord& done);
@@ -76,6 +76,7 @@ class ShmChannel {
   std::atomic<bool> finished_{false};
   shm::v1::SubmitRecord record_;  // private copy of the slot being run
   shm::v1::CompletionRecord done_;
+  bool answer_ = true;  // whether done_ goes back to the client
   DecodedLaunch decoded_;
   // The channel thread's: whether it counts among the busy channels, and
   // whether its waits spin first.

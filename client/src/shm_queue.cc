@@ -1,7 +1,8 @@
 // A queue over kad's shared-memory channel: launches are fixed-size records
 // written straight into the submission ring (no message, no allocation), and
-// answers are read from the completion ring. Waiting spins briefly, then
-// sleeps on a futex. Copies stage through the channel's arena.
+// answers are read from the completion ring. A submitted launch is answered
+// only when it fails. Waiting spins briefly, then sleeps on a futex. Copies
+// stage through the channel's arena.
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -105,7 +106,8 @@ class ShmTransport final : public Queue::Transport {
   absl::StatusOr<LaunchInfo> launch(const Kernel& kernel, const Dims* ndrange,
                                     const Dims* workgroup, std::span<const Arg> args,
                                     const Dims* offsets) override {
-    if (absl::Status s = submit(kernel, ndrange, workgroup, args, offsets); !s.ok()) return s;
+    if (absl::Status s = submit(kernel, ndrange, workgroup, args, offsets, Op::kLaunch); !s.ok())
+      return s;
     if (absl::Status s = answer(); !s.ok()) return s;
     return launch_info();
   }
@@ -120,7 +122,7 @@ class ShmTransport final : public Queue::Transport {
 
   absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                       std::span<const Arg> args, const Dims* offsets) override {
-    return submit(kernel, ndrange, workgroup, args, offsets, Op::kLaunch);
+    return submit(kernel, ndrange, workgroup, args, offsets, Op::kSubmit);
   }
 
   // The launch answered last (done_).
@@ -145,7 +147,7 @@ class ShmTransport final : public Queue::Transport {
     SubmitRecord* r;
     if (absl::Status s = next_slot(&r); !s.ok()) return s;
     r->op = static_cast<uint32_t>(op);
-    launch_numbers_[r->tag % launch_numbers_.size()] = ++launches_;
+    launch_numbers_[r->tag % kUnansweredTags] = ++launches_;
     r->flags = (ndrange ? uint32_t{kHasNdrange} : 0u) |
                (ndrange && offsets ? uint32_t{kHasOffsets} : 0u) |
                (workgroup ? uint32_t{kHasWorkgroup} : 0u);
@@ -174,7 +176,7 @@ class ShmTransport final : public Queue::Transport {
           break;
       }
     }
-    publish();
+    publish(/*answered=*/op != Op::kSubmit);
     return absl::OkStatus();
   }
 
@@ -183,7 +185,7 @@ class ShmTransport final : public Queue::Transport {
     if (absl::Status s = next_slot(&r); !s.ok()) return s;
     r->op = static_cast<uint32_t>(Op::kWait);
     r->event = event;
-    publish();
+    publish(/*answered=*/true);
     return after_wait(answer());
   }
 
@@ -191,7 +193,7 @@ class ShmTransport final : public Queue::Transport {
     SubmitRecord* r;
     if (absl::Status s = next_slot(&r); !s.ok()) return s;
     r->op = static_cast<uint32_t>(Op::kPing);
-    publish();
+    publish(/*answered=*/true);
     return answer();
   }
 
@@ -233,13 +235,14 @@ class ShmTransport final : public Queue::Transport {
     return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
   }
 
-  // A free submission slot; reads answers first when too many are unread.
+  // A free submission slot. Failures of submitted launches are read first,
+  // so that kad, which posts them, never waits for the completion ring
+  // while the client waits for the submission ring: the submission ring
+  // holds fewer records than the completion ring has slots.
   absl::Status next_slot(SubmitRecord** out) {
-    if (pending_ >= Queue::kMaxInFlight) {
-      if (absl::Status s = read_one(); !s.ok()) return s;
-    }
     RingIndices& ring = header_->submit;
     for (;;) {
+      if (absl::Status s = read_failures(); !s.ok()) return s;
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
       const uint32_t head = ring.head.load(std::memory_order_acquire);
       if (tail_ - head < kSubmitSlots) break;
@@ -254,11 +257,37 @@ class ShmTransport final : public Queue::Transport {
     return absl::OkStatus();
   }
 
-  void publish() {
+  // `answered`: kad answers the record (all but kSubmit), and answer() reads it next.
+  void publish(bool answered) {
+    if (answered) awaited_ = next_tag_ - 1;  // next_slot gave it the newest tag
     ++tail_;
     header_->submit.tail.store(tail_, std::memory_order_release);
     notify(&header_->submit.tail, &header_->submit.consumer_waiting);
-    ++pending_;
+  }
+
+  // Reads the completions that have arrived, without waiting: with no
+  // answered record outstanding, each is a submitted launch's failure.
+  absl::Status read_failures() {
+    while (header_->completion.tail.load(std::memory_order_acquire) != head_) {
+      if (absl::Status s = read_one(); !s.ok()) return s;
+      if (absl::Status s = note_failure(); !s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
+  // done_ is a submitted launch's answer: kad answers those only when they
+  // fail; the next wait or run reports the first, naming the launch.
+  absl::Status note_failure() {
+    if (done_.code == 0) {
+      return absl::InternalError(
+          absl::StrFormat("kad answered record %d, a submitted launch, with success", done_.tag));
+    }
+    defer(
+        static_cast<absl::StatusCode>(done_.code),
+        absl::StrFormat(
+            "launch %d submitted on this queue: %s", launch_numbers_[done_.tag % kUnansweredTags],
+            absl::string_view(done_.message, std::min<size_t>(done_.message_length, kMaxMessage))));
+    return absl::OkStatus();
   }
 
   // Reads the next completion into done_.
@@ -274,14 +303,17 @@ class ShmTransport final : public Queue::Transport {
     }
     std::memcpy(&done_, &completion_slots_[head_ % kCompletionSlots], sizeof(done_));
     ++head_;
-    if (done_.tag != next_answer_) {  // answers come in submission order, each once
-      return absl::InternalError(absl::StrFormat(
-          "kad answered record %d where record %d's answer was due", done_.tag, next_answer_));
+    // Answers come in submission order, each once, none past the awaited
+    // record's (a submitted launch's success leaves a gap).
+    const uint64_t last = awaited_ != 0 ? awaited_ : next_tag_ - 1;
+    if (done_.tag < next_answer_ || done_.tag > last) {
+      return absl::InternalError(
+          absl::StrFormat("kad answered record %d where a record from %d to %d was due", done_.tag,
+                          next_answer_, last));
     }
-    ++next_answer_;
+    next_answer_ = done_.tag + 1;
     ring.head.store(head_, std::memory_order_release);
     notify(&ring.head, &ring.producer_waiting);
-    --pending_;
     return absl::OkStatus();
   }
 
@@ -291,20 +323,14 @@ class ShmTransport final : public Queue::Transport {
                         std::string(c.message, std::min<size_t>(c.message_length, kMaxMessage)));
   }
 
-  // Reads answers up to and including the newest record's.
+  // Reads answers up to and including the awaited record's.
   absl::Status answer() {
-    while (pending_ > 1) {
+    for (;;) {
       if (absl::Status s = read_one(); !s.ok()) return s;
-      if (done_.code != 0) {  // only submitted launches leave answers unread
-        defer(
-            static_cast<absl::StatusCode>(done_.code),
-            absl::StrFormat("launch %d submitted on this queue: %s",
-                            launch_numbers_[done_.tag % launch_numbers_.size()],
-                            absl::string_view(done_.message, std::min<size_t>(done_.message_length,
-                                                                              kMaxMessage))));
-      }
+      if (done_.tag == awaited_) break;
+      if (absl::Status s = note_failure(); !s.ok()) return s;
     }
-    if (absl::Status s = read_one(); !s.ok()) return s;
+    awaited_ = 0;
     return status_of(done_);
   }
 
@@ -316,7 +342,7 @@ class ShmTransport final : public Queue::Transport {
     r->offset = offset;
     r->size = size;
     r->arena_offset = 0;
-    publish();
+    publish(/*answered=*/true);
     return answer();
   }
 
@@ -331,12 +357,14 @@ class ShmTransport final : public Queue::Transport {
   uint32_t tail_ = 0;  // submission records published
   uint32_t head_ = 0;  // completion records consumed
   uint64_t next_tag_ = 1;
-  uint64_t next_answer_ = 1;  // the tag the next completion must carry
-  int pending_ = 0;           // records without an answer read
-  // Launches submitted on this queue; each unanswered record's number among
-  // them, by tag (at most kMaxInFlight + 1 are unanswered).
+  uint64_t next_answer_ = 1;  // the lowest tag the next completion may carry
+  uint64_t awaited_ = 0;      // the answered record outstanding (0: none)
+  // Launches submitted on this queue; each record's number among them, by
+  // tag, while its answer may still come: a record is in the submission
+  // ring, then its answer in the completion ring (kad waits for room there).
+  static constexpr uint64_t kUnansweredTags = 2 * (kSubmitSlots + kCompletionSlots);
   uint64_t launches_ = 0;
-  std::array<uint64_t, Queue::kMaxInFlight + 1> launch_numbers_{};
+  std::array<uint64_t, kUnansweredTags> launch_numbers_{};
   CompletionRecord done_{};
 };
 

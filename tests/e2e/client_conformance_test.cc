@@ -304,6 +304,20 @@ TEST_P(ClientConformanceBump, ASubmittedLaunchsErrorNamesItsPlaceOnTheQueue) {
   EXPECT_EQ(contents(), std::vector<int32_t>(64, 15)) << "the launches around it ran, in order";
 }
 
+TEST_P(ClientConformanceBump, MoreFailedSubmitsThanTheRingsHoldNeitherStallNorHideTheFirst) {
+  // Over shared memory each failure is an answer that kad must post while
+  // the client is still submitting: 700 is past both rings (256 slots each).
+  const Arg args[] = {Arg::buffer(buffer_), Arg::scalar<int32_t>(1)};
+  for (int k = 1; k <= 700; ++k)
+    ASSERT_TRUE(queue_->submit(kernel_, nullptr, nullptr, args).ok()) << "launch " << k;
+  const absl::Status waited = queue_->wait();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(waited.message(), HasSubstr("launch 1 submitted on this queue"));
+  EXPECT_TRUE(queue_->wait().ok()) << "reported once";
+  ASSERT_TRUE(queue_->run(kernel_, &range_, nullptr, args).ok());
+  EXPECT_EQ(contents(), std::vector<int32_t>(64, 1));
+}
+
 TEST_P(ClientConformanceBump, ASubmittedLaunchReachesKadWithoutAWait) {
   // A client that submits, then works on the host, has its launch run
   // meanwhile (over gRPC: the batch leaves after Queue::kFlushAfter).

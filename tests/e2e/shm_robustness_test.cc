@@ -176,6 +176,34 @@ TEST_F(ShmRobustness, AGoodRecordLaunches) {
   EXPECT_NE(done->event, 0u);
 }
 
+// A submitted launch (Queue::submit) is answered only when it fails: the
+// completions that come are the failure's and the next answered record's.
+TEST_F(ShmRobustness, ASubmittedLaunchIsAnsweredOnlyWhenItFails) {
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+  SubmitRecord& good = c.slot();  // tag 1
+  fill_launch(good);
+  good.op = static_cast<uint32_t>(Op::kSubmit);
+  c.publish();
+  SubmitRecord& bad = c.slot();  // tag 2
+  fill_launch(bad);
+  bad.op = static_cast<uint32_t>(Op::kSubmit);
+  bad.kernel = 987654;
+  c.publish();
+  c.slot().op = static_cast<uint32_t>(Op::kPing);  // tag 3
+  c.publish();
+  auto failed = c.next();
+  ASSERT_TRUE(failed);
+  EXPECT_EQ(failed->tag, 2u);
+  EXPECT_EQ(failed->code, static_cast<int32_t>(absl::StatusCode::kNotFound));
+  EXPECT_THAT(c.message(*failed), HasSubstr("session has no kernel 987654"));
+  auto pinged = c.next();
+  ASSERT_TRUE(pinged);
+  EXPECT_EQ(pinged->tag, 3u);
+  EXPECT_EQ(pinged->code, 0);
+  EXPECT_FALSE(c.next(std::chrono::milliseconds(50))) << "nothing else is answered";
+}
+
 // The channel belongs to its session: when the session closes (its client
 // left), the daemon ends the channel and says why, as it ends Submit streams.
 TEST_F(ShmRobustness, AChannelEndsWhenItsSessionCloses) {
@@ -247,7 +275,7 @@ TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
   };
   const std::vector<Case> cases = {
       {[](SubmitRecord& r) { r.op = 99; }, 3,
-       "operation 99, not launch, run, wait, copy in, copy out or ping"},
+       "operation 99, not launch, submit, run, wait, copy in, copy out or ping"},
       {[](SubmitRecord& r) { r.rank = 9; }, 3, "rank 9"},
       {[](SubmitRecord& r) { r.nargs = 5000; }, 3, "5000 arguments"},
       {[](SubmitRecord& r) { r.args[0].kind = 77; }, 3, "argument 0 has kind 77"},

@@ -246,9 +246,11 @@ class Queue {
   // gRPC, launches submitted back to back travel together, up to
   // kBatchLaunches in one message: a batch leaves when it is full, when any
   // other call on the queue needs the stream (wait, run, launch, ping, a
-  // copy) and at most kFlushAfter after its first launch. At most
-  // kMaxInFlight answers (launches, or batches over gRPC) are left unread;
-  // past that, submit reads one first (back-pressure).
+  // copy) and at most kFlushAfter after its first launch; at most
+  // kMaxInFlight batches' answers are left unread, past that submit reads
+  // one first (back-pressure). Over shared memory a submitted launch is
+  // answered only when it fails, and submit waits while kad's submission
+  // ring is full.
   absl::Status submit(const Kernel& kernel, const Dims* ndrange, const Dims* workgroup,
                       std::span<const Arg> args, const Dims* offsets = nullptr);
   static constexpr int kMaxInFlight = 255;

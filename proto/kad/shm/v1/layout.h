@@ -1,4 +1,6 @@
-// kad's shared-memory channel, version 1: the byte layout both sides map.
+// kad's shared-memory channel, version 2: the byte layout both sides map.
+// Version 2 added Op::kSubmit; a client and a kad of different versions do
+// not open a channel (the client then uses gRPC).
 //
 // A local client (UNIX socket) opens one channel per queue over the side
 // socket `<socket path>.shm` (SOCK_SEQPACKET): it sends a Hello naming its
@@ -18,7 +20,7 @@
 namespace kad::shm::v1 {
 
 inline constexpr uint32_t kMagic = 0x3164616b;  // "kad1"
-inline constexpr uint32_t kVersion = 1;
+inline constexpr uint32_t kVersion = 2;
 inline constexpr uint32_t kMaxRank = 8;
 inline constexpr uint32_t kMaxArgs = 96;
 inline constexpr uint32_t kSubmitSlots = 256;
@@ -31,8 +33,18 @@ inline constexpr size_t kMaxMessage = 416;
 // kPing is answered at once with no kad work: the channel's own round trip.
 // kRun: a launch answered once it has completed (launch + wait, one round
 // trip); its completion carries the launch's event and choice, and the
-// launch's failure, else the wait's.
-enum class Op : uint32_t { kLaunch = 1, kWait = 2, kCopyIn = 3, kCopyOut = 4, kPing = 5, kRun = 6 };
+// launch's failure, else the wait's. kSubmit: a launch answered only when it
+// fails (Queue::submit, pipelined): a completion per launch cost both sides a
+// record and the client a read, and told it nothing it used.
+enum class Op : uint32_t {
+  kLaunch = 1,
+  kWait = 2,
+  kCopyIn = 3,
+  kCopyOut = 4,
+  kPing = 5,
+  kRun = 6,
+  kSubmit = 7,
+};
 
 enum class ArgKind : uint8_t { kBuffer = 1, kScalar = 2, kLocal = 3 };
 
