@@ -186,7 +186,7 @@ absl::StatusOr<std::shared_ptr<Session>> Engine::open_session(std::string client
   return s;
 }
 
-void Engine::close_session(const std::string& id) {
+void Engine::close_session(const std::string& id, CloseWait wait) {
   std::shared_ptr<Session> s;
   {
     absl::MutexLock lock(&mu_);
@@ -234,9 +234,15 @@ void Engine::close_session(const std::string& id) {
       note_waited(*q, q->last_event.load(), s->tenant());
     }
   }
-  if (!finisher_.finish(std::move(queues), std::move(objects), limits_.finish_timeout)) {
+  auto late = [seconds = absl::ToInt64Seconds(limits_.finish_timeout)] {
     spdlog::warn("a closed session's launches still run after {} s: its memory goes when they end",
-                 absl::ToInt64Seconds(limits_.finish_timeout));
+                 seconds);
+  };
+  if (wait == CloseWait::kDetached) {
+    finisher_.finish_detached(std::move(queues), std::move(objects), limits_.finish_timeout,
+                              std::move(late));
+  } else if (!finisher_.finish(std::move(queues), std::move(objects), limits_.finish_timeout)) {
+    late();
   }
 }
 

@@ -116,8 +116,15 @@ class Engine {
   // A session for `caller`, counted against its tenant's quotas.
   absl::StatusOr<std::shared_ptr<Session>> open_session(std::string client_name, std::string peer,
                                                         const CallerIdentity& caller = {});
-  // Reclaims everything the session owns: waits for its queues, frees its buffers.
-  void close_session(const std::string& id);
+  // How a close waits for the session's launches still running.
+  enum class CloseWait {
+    kBounded,   // up to EngineLimits::finish_timeout, then goes on without them
+    kDetached,  // not at all: a thread of the engine's waits (gRPC callbacks must not block)
+  };
+  // Reclaims everything the session owns: ends its launches in workers,
+  // waits for its other queues as `wait` says, frees its buffers once their
+  // launches have ended. Past finish_timeout, a warning says what still runs.
+  void close_session(const std::string& id, CloseWait wait = CloseWait::kBounded);
   // NOT_FOUND (or FAILED_PRECONDITION when empty) for an id that names no open session.
   absl::StatusOr<std::shared_ptr<Session>> session(absl::string_view id);
   // Some of the daemon's own host memory (EngineLimits::max_host_memory_bytes),

@@ -76,7 +76,8 @@ class SessionReactor final : public grpc::ServerWriteReactor<v1::SessionEvent> {
  private:
   void end(const grpc::Status& status) {
     if (ended_.exchange(true)) return;
-    engine_.close_session(id_);
+    // On gRPC's callback thread: the close must not wait for the session's kernels.
+    engine_.close_session(id_, Engine::CloseWait::kDetached);
     Finish(status);
   }
   Engine& engine_;

@@ -7,6 +7,7 @@
 // that loops forever, when the process ends.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -32,6 +33,13 @@ class QueueFinisher {
   // if it holds the last reference). True when done within `timeout`.
   bool finish(std::vector<std::shared_ptr<SessionQueue>> queues, std::shared_ptr<void> keep,
               absl::Duration timeout);
+  // The same, with nobody waiting: the finish and the drop run on threads
+  // of the finisher's, and `late` runs on one if the finish has not ended
+  // within `timeout`. For callers that must not block (gRPC's callback
+  // threads, which every session's stream shares).
+  void finish_detached(std::vector<std::shared_ptr<SessionQueue>> queues,
+                       std::shared_ptr<void> keep, absl::Duration timeout,
+                       std::function<void()> late);
   // Waits for every finish started so far (a closed session's, say), at
   // most `timeout`; true when none still runs.
   bool wait_all(absl::Duration timeout);
@@ -41,7 +49,13 @@ class QueueFinisher {
     std::thread thread;
     std::shared_ptr<absl::Notification> done;
   };
+  // Starts the thread that finishes `queues` and drops `keep`; its job's
+  // notification says when it is done.
+  std::shared_ptr<absl::Notification> start_locked(
+      std::vector<std::shared_ptr<SessionQueue>> queues, std::shared_ptr<void> keep)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
+  std::atomic<bool> stopping_{false};  // late-watchers stop waiting
   std::vector<Job> jobs_ ABSL_GUARDED_BY(mu_);
 };
 

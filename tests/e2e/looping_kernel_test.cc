@@ -89,6 +89,38 @@ TEST(LoopingKernel, WithoutWorkersClosingItsSessionAndThenSigtermEndWithinTheDra
   observer->reset();
 }
 
+// A closing session whose launches still run waits for them on a thread of
+// its own, never on gRPC's: sessions that leave kernels behind (more of them
+// than gRPC has threads for callbacks) do not stop everyone else's
+// OpenSession for the drain timeout.
+TEST(LoopingKernel, WithoutWorkersSessionsClosingOverRunningKernelsDoNotHoldUpNewSessions) {
+  auto daemon = testing::Daemon::start({"--drain-timeout", "20", "--no-workers"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto observer = Client::connect((*daemon)->tcp_uri(), "observer");
+  ASSERT_TRUE(observer.ok());
+  {
+    std::vector<Looper> loopers;
+    for (int i = 0; i < 6; ++i) {
+      loopers.push_back(start_looping((*daemon)->unix_uri() + "?transport=grpc"));
+      ASSERT_NE(loopers.back().client, nullptr);
+    }
+  }  // they leave: each close waits up to 20 s for the kernels
+  const auto give_up = Clock::now() + std::chrono::seconds(10);
+  while ((*observer)->status()->sessions != 1 && Clock::now() < give_up)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  ASSERT_EQ((*observer)->status()->sessions, 1u) << "the sessions were not closed";
+  const auto asked = Clock::now();
+  auto next = Client::connect((*daemon)->unix_uri(), "next");
+  ASSERT_TRUE(next.ok()) << next.status();
+  EXPECT_TRUE((*next)->create_queue().ok());
+  EXPECT_TRUE((*next)->status().ok());
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - asked).count(), 8)
+      << "a new session waited for the closing ones";
+  next->reset();
+  observer->reset();
+  (*daemon)->stop(SIGKILL);  // its closes would wait out the drain timeout
+}
+
 TEST(LoopingKernel, SigtermExitsWithinTheDrainTimeout) {
   auto daemon = testing::Daemon::start({"--drain-timeout", "2"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
