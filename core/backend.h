@@ -106,6 +106,13 @@ struct DeviceTimes {
   uint64_t end_ns = 0;
 };
 
+// What a driver calls when a launch ends (Queue::notify_ended): a record of
+// the caller's, which may hold more behind it, so that asking allocates
+// nothing. `status` is the launch's: OK, or what failed.
+struct EndCallback {
+  void (*ended)(EndCallback* self, const absl::Status& status) = nullptr;
+};
+
 // An in-order queue on one device. Commands run in submission order; waiting
 // for an event also waits for everything submitted before it.
 class Queue {
@@ -138,6 +145,18 @@ class Queue {
   // cannot tell. Must not allocate.
   virtual bool ended(EventId event) {
     (void)event;
+    return false;
+  }
+  // Has the driver call `callback->ended` once launch `event` has ended
+  // (and so every one before it), from a thread of the driver's that it
+  // must not block; at once, from this thread or that one, if it has ended
+  // already. `callback` must stay valid until then. False where the driver
+  // calls nothing back, or no longer holds the event: the caller waits.
+  // Saves a thread that waits for each launch, and its wake-up. Must not
+  // allocate in kad's code.
+  virtual bool notify_ended(EventId event, EndCallback* callback) {
+    (void)event;
+    (void)callback;
     return false;
   }
 };

@@ -40,6 +40,7 @@
   X(clWaitForEvents)            \
   X(clGetEventInfo)             \
   X(clGetEventProfilingInfo)    \
+  X(clSetEventCallback)         \
   X(clRetainEvent)              \
   X(clReleaseEvent)             \
   X(clFlush)                    \

@@ -134,6 +134,28 @@ bool OpenClQueue::ended(EventId id) {
          status == CL_COMPLETE;
 }
 
+namespace {
+
+void CL_CALLBACK call_back(cl_event, cl_int status, void* user) {
+  auto* callback = static_cast<EndCallback*>(user);
+  // CL_COMPLETE is 0; a launch that failed ends with its (negative) error.
+  if (status >= 0)
+    callback->ended(callback, absl::OkStatus());
+  else
+    callback->ended(callback, cl_status(status, "kernel execution"));
+}
+
+}  // namespace
+
+bool OpenClQueue::notify_ended(EventId id, EndCallback* callback) {
+  absl::MutexLock lock(&mu_);
+  // Only an event the ring still holds: an older one was released.
+  if (id == 0 || id >= next_ || next_ - id > kRing) return false;
+  DriverScope driver;
+  return device_.api().clSetEventCallback(ring_[id % kRing], CL_COMPLETE, &call_back, callback) ==
+         CL_SUCCESS;
+}
+
 std::optional<DeviceTimes> OpenClQueue::device_times(EventId id) {
   absl::MutexLock lock(&mu_);
   // Only an event the ring still holds: an older one was released.

@@ -31,6 +31,7 @@ class OpenClQueue final : public Queue {
   absl::Status finish() override;
   std::optional<DeviceTimes> device_times(EventId event) override;
   bool ended(EventId event) override;
+  bool notify_ended(EventId event, EndCallback* callback) override;
 
  private:
   // Events older than this many launches are released; waiting for one waits

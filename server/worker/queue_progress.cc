@@ -43,7 +43,14 @@ ProgressPage::~ProgressPage() {
 }
 
 void ProgressPage::report(uint64_t completed) {
-  progress_->completed.store(completed, std::memory_order_release);
+  // Reports may race (a driver's threads call back side by side): the
+  // count only grows.
+  uint64_t now = progress_->completed.load(std::memory_order_relaxed);
+  while (now < completed &&
+         !progress_->completed.compare_exchange_weak(now, completed, std::memory_order_release,
+                                                     std::memory_order_relaxed)) {
+  }
+  if (now >= completed) return;
   progress_->changes.fetch_add(1, std::memory_order_seq_cst);
   if (progress_->waiters.load(std::memory_order_seq_cst) != 0) futex_wake_all(&progress_->changes);
 }

@@ -51,7 +51,7 @@ class ProgressPage {
   QueueProgress& progress() { return *progress_; }
 
   // The worker: launches up to `completed` have ended; wakes the daemon's
-  // sleepers, if any.
+  // sleepers, if any. A report below one made already changes nothing.
   void report(uint64_t completed);
   // The worker: a launch failed (before its end is reported).
   void report_failure();

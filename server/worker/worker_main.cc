@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 #include <system_error>
 #include <thread>
@@ -39,10 +40,21 @@ struct ImportedBuffer {
   }
 };
 
+struct WorkerQueueState;
+
+// One launch's end, as the driver calls it back (Queue::notify_ended).
+struct LaunchEnd : EndCallback {
+  WorkerQueueState* state = nullptr;
+  uint64_t seq = 0;                  // the launch it reports
+  std::atomic<bool> pending{false};  // registered, not yet called back
+};
+
 // A queue's launches in this worker, numbered from 1 as the daemon counts
 // them, and the driver's events for the newest of them. The request loop
-// launches; the queue's reaper thread waits for each launch in turn and
-// reports its end on the progress page the daemon reads (queue_progress.h).
+// launches. Each launch's end is reported on the progress page the daemon
+// reads (queue_progress.h): where the driver calls back when a launch ends,
+// by that call, on the driver's thread; elsewhere by the queue's reaper
+// thread, which waits for each launch in turn (a wake-up more per launch).
 struct WorkerQueueState {
   static constexpr uint64_t kRing = 4096;
   std::unique_ptr<Queue> queue;
@@ -53,6 +65,11 @@ struct WorkerQueueState {
   std::atomic<uint32_t> reaper_sleeping{0};
   std::atomic<bool> released{false};
   std::array<std::atomic<EventId>, kRing> events{};
+  // Set at the first launch: whether the driver calls back (then the reaper
+  // only waits for the release, and for the calls still to come).
+  std::optional<bool> calls_back;
+  std::array<LaunchEnd, kRing> ends;
+  std::atomic<uint64_t> pending_calls{0};
   // The first launch that failed (refused by the driver, or ended in error)
   // and was not yet reported; kWait reports it once a wait covers it.
   absl::Mutex mu;
@@ -75,6 +92,17 @@ struct WorkerQueueState {
   }
 };
 
+// The driver's call when a launch ends: the queue is in order, so every
+// launch up to this one has ended.
+void launch_ended(EndCallback* self, const absl::Status& status) {
+  auto* end = static_cast<LaunchEnd*>(self);
+  WorkerQueueState& s = *end->state;
+  if (!status.ok()) s.note_failure(status, end->seq);
+  s.page->report(end->seq);
+  end->pending.store(false, std::memory_order_release);
+  s.pending_calls.fetch_sub(1, std::memory_order_release);
+}
+
 // Reapers still running: the worker ends only once they have let go of
 // their driver queues (or, if a kernel holds one, without cleaning up).
 std::atomic<int> g_live_reapers{0};
@@ -90,14 +118,17 @@ void release(WorkerQueueState& s) {
 // reports each end at once, so that the daemon sees every completion as it
 // happens. A launch whose event left the ring (more than kRing behind) is
 // covered by waiting for the oldest event held: the queue is in order.
+// Where the driver calls back, launches do not wake the reaper: it sleeps
+// until the release.
 void reap_until_released(WorkerQueueState& s) {
   uint64_t done = 0;
   while (!s.released.load(std::memory_order_acquire)) {
+    const uint32_t word = s.launched_word.load(std::memory_order_seq_cst);
     const uint64_t launched = s.launched.load(std::memory_order_acquire);
     if (launched == done) {
       s.reaper_sleeping.store(1, std::memory_order_seq_cst);
-      if (s.launched.load(std::memory_order_seq_cst) == done && !s.released.load()) {
-        shm::v1::futex_wait(&s.launched_word, static_cast<uint32_t>(done), -1);
+      if (s.launched_word.load(std::memory_order_seq_cst) == word && !s.released.load()) {
+        shm::v1::futex_wait(&s.launched_word, word, -1);
       }
       s.reaper_sleeping.store(0, std::memory_order_relaxed);
       continue;
@@ -115,6 +146,13 @@ void reap_until_released(WorkerQueueState& s) {
 
 void reap(std::shared_ptr<WorkerQueueState> state) {
   reap_until_released(*state);
+  // Calls the driver still owes point into the state: it goes after them.
+  // A launch that never ends keeps it (and the reaper: see stop_reapers).
+  if (state->pending_calls.load(std::memory_order_acquire) > 0) {
+    state->queue->finish().IgnoreError();
+    while (state->pending_calls.load(std::memory_order_acquire) > 0)
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
   state.reset();  // the driver's queue goes while its device is still there
   g_live_reapers.fetch_sub(1, std::memory_order_release);
 }
@@ -280,11 +318,45 @@ class WorkerServer {
                                     std::span<const KernelArg>(args_.data(), launch_.nargs));
     if (!event.ok()) state.note_failure(event.status(), seq);
     // A refused launch waits for what came before it.
-    state.events[seq % WorkerQueueState::kRing].store(event.ok() ? *event : previous,
-                                                      std::memory_order_relaxed);
+    const EventId ends_with = event.ok() ? *event : previous;
+    state.events[seq % WorkerQueueState::kRing].store(ends_with, std::memory_order_relaxed);
+    // The queue's first launch decides whether the driver calls back.
+    const bool called_back =
+        state.calls_back.value_or(true) && ends_with != 0 && call_back(state, seq, ends_with);
+    if (!state.calls_back) state.calls_back = called_back;
+    if (*state.calls_back) {
+      if (!called_back) {
+        // A refused launch with nothing before it still running ends here
+        // (or, should the driver refuse the call, once that has ended).
+        if (ends_with != 0) state.queue->wait(ends_with).IgnoreError();
+        state.page->report(seq);
+      }
+      return;
+    }
     state.launched.store(seq, std::memory_order_seq_cst);
     state.launched_word.store(static_cast<uint32_t>(seq), std::memory_order_seq_cst);
     state.wake_reaper();
+  }
+
+  // Has the driver report launch `seq`'s end (that of `event`) on the page.
+  // False where it calls nothing back (or no longer holds the event).
+  static bool call_back(WorkerQueueState& state, uint64_t seq, EventId event) {
+    LaunchEnd& end = state.ends[seq % WorkerQueueState::kRing];
+    // The slot's launch, kRing before, still owes its call: waiting for this
+    // one waits for it (the queue is in order), then for its call.
+    if (end.pending.load(std::memory_order_acquire)) {
+      state.queue->wait(event).IgnoreError();
+      while (end.pending.load(std::memory_order_acquire)) std::this_thread::yield();
+    }
+    end.ended = &launch_ended;
+    end.state = &state;
+    end.seq = seq;
+    end.pending.store(true, std::memory_order_relaxed);
+    state.pending_calls.fetch_add(1, std::memory_order_acq_rel);
+    if (state.queue->notify_ended(event, &end)) return true;
+    end.pending.store(false, std::memory_order_relaxed);
+    state.pending_calls.fetch_sub(1, std::memory_order_acq_rel);
+    return false;
   }
 
   // The daemon asks only once the progress page shows the launches ended

@@ -6,12 +6,16 @@
 // misplaced element fails. Device limits come from the device itself, never
 // from a constant, so that the same cases hold on PoCL and on every GPU.
 #include <algorithm>
+#include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <numeric>
 #include <optional>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <utility>
 #include <vector>
@@ -428,6 +432,51 @@ TEST_P(Launches, ALaunchThatEndedIsToldEndedWithoutWaiting) {
   EXPECT_TRUE(queue().ended(r->event));
   EXPECT_TRUE(queue().ended(0)) << "no launch at all";
   EXPECT_FALSE(queue().ended(r->event + 1)) << "a launch never issued";
+}
+
+// A driver that calls back when a launch ends calls each registration once,
+// with the launch's status, whether the launch was running or had ended.
+struct CountedEnd : EndCallback {
+  std::atomic<int> calls{0};
+  std::atomic<bool> ok{false};
+  CountedEnd() {
+    ended = [](EndCallback* self, const absl::Status& status) {
+      auto* c = static_cast<CountedEnd*>(self);
+      c->ok.store(status.ok());
+      c->calls.fetch_add(1);
+    };
+  }
+};
+
+TEST_P(Launches, AnEndedLaunchIsCalledBackOnceWithItsStatus) {
+  auto kernel = make_kernel(kIota, iota_signature());
+  ASSERT_NE(kernel, nullptr);
+  auto out = make_buffer<int64_t>(64, -1);
+  const KernelArg args[] = {KernelArg::of_buffer(*out)};
+  const NdRange range(Dims{64});
+  std::array<CountedEnd, 3> ends;
+  std::array<EventId, 2> events{};
+  for (size_t i = 0; i < 2; ++i) {
+    auto r = launch(*kernel, queue(), cache(), {&range, nullptr, args});
+    ASSERT_TRUE(r.ok()) << r.status();
+    events[i] = r->event;
+    if (!queue().notify_ended(r->event, &ends[i]))
+      GTEST_SKIP() << GetParam() << " does not call back when a launch ends";
+  }
+  ASSERT_TRUE(queue().wait(events[1]).ok());
+  // Registered after its launch ended: called at once.
+  ASSERT_TRUE(queue().notify_ended(events[1], &ends[2]));
+  EXPECT_FALSE(queue().notify_ended(events[1] + 1, &ends[2])) << "a launch never issued";
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  for (const CountedEnd& e : ends)
+    while (e.calls.load() == 0 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a second call would come now
+  for (size_t i = 0; i < ends.size(); ++i) {
+    EXPECT_EQ(ends[i].calls.load(), 1) << "registration " << i;
+    EXPECT_TRUE(ends[i].ok.load()) << "registration " << i;
+  }
+  EXPECT_EQ(download<int64_t>(*out)[63], 63);
 }
 
 // Memory a session frees may be handed to the next (DESIGN §8): what it

@@ -70,6 +70,15 @@ kernel void bump(KAD_CONTEXT, global int* x, int k) {
   const client::Dims range{64};
   for (int i = 0; i < 100; ++i) ASSERT_TRUE((*queue)->submit(*kernel, &range, nullptr, args).ok());
   ASSERT_TRUE((*queue)->wait().ok());
+  // Past the device's depth (64), the queue asks whether launches ended
+  // (Queue::ended): here each has, so none waited in kad for a slot.
+  auto status = client.status();
+  ASSERT_TRUE(status.ok()) << status.status();
+  for (const auto& d : status->devices) {
+    if (d.id == "null:0") {
+      EXPECT_EQ(d.held_total, 0u) << "launches held in kad";
+    }
+  }
   std::vector<int32_t> back(64, -1);
   ASSERT_TRUE((*queue)->read(*buffer, 0, bytes_of(back)).ok());
   EXPECT_EQ(back, x) << "the kernel did nothing; the buffer kept what was written";
