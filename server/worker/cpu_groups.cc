@@ -175,7 +175,33 @@ absl::Status CpuGroups::place(pid_t pid, const std::string& tenant, uint32_t wei
       made_.insert(name);
     }
   }
-  return write_file(dir + "/cgroup.procs", std::to_string(pid));
+  // The move outside the lock: on cgroup v1 it waits ~10 ms for the kernel.
+  if (absl::Status s = write_file(dir + "/cgroup.procs", std::to_string(pid)); !s.ok()) return s;
+  reweigh();
+  return absl::OkStatus();
+}
+
+uint64_t CpuGroups::population_weight(size_t workers, bool v2) {
+  const uint64_t unit = v2 ? 100 : 1024, top = v2 ? 10000 : 262144;
+  return std::min<uint64_t>(unit * std::max<size_t>(workers, 1), top);
+}
+
+void CpuGroups::reweigh() {
+  absl::MutexLock lock(&mu_);
+  reweigh_locked();
+}
+
+void CpuGroups::reweigh_locked() {
+  size_t workers = 0;
+  for (const std::string& g : made_) {
+    const std::string procs = read_all(path_ + "/" + g + "/cgroup.procs");
+    workers += static_cast<size_t>(std::count(procs.begin(), procs.end(), '\n'));
+  }
+  const uint64_t weight = population_weight(workers, v2_);
+  if (weight == weight_) return;
+  // Where it cannot be written, the group keeps the weight it had.
+  if (write_file(path_ + (v2_ ? "/cpu.weight" : "/cpu.shares"), std::to_string(weight)).ok())
+    weight_ = weight;
 }
 
 }  // namespace kad::server::worker

@@ -41,8 +41,19 @@ class CpuGroups {
   static uint64_t group_weight(uint32_t weight, int classes_below, bool v2);
 
   // Moves `pid` (every thread of it) into `tenant`'s group, made on first
-  // use with weight group_weight(weight, classes_below).
+  // use with weight group_weight(weight, classes_below), and reweighs.
   absl::Status place(pid_t pid, const std::string& tenant, uint32_t weight, int classes_below);
+
+  // Weighs this kad's group as so many processes as its groups hold
+  // workers (a unit each). A group competes with the tasks beside it as one
+  // task of its weight: at the default weight, 32 workers together got as
+  // much CPU as one of kad's threads or one client, and 32 clients through
+  // workers 6.9-7.1k launches/s against 8.1-10.5k with the weight they
+  // would have as plain processes. So the groups only divide between
+  // tenants what the workers get, never shrink it. After a worker ended.
+  void reweigh();
+  // The weight reweigh gives a group of `workers` workers.
+  static uint64_t population_weight(size_t workers, bool v2);
 
   bool v2() const { return v2_; }
   // The directory of this kad's groups.
@@ -54,7 +65,10 @@ class CpuGroups {
   const std::string path_;
   const bool v2_;
   absl::Mutex mu_;
+  void reweigh_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+
   absl::flat_hash_set<std::string> made_ ABSL_GUARDED_BY(mu_);
+  uint64_t weight_ ABSL_GUARDED_BY(mu_) = 0;  // this kad's group's, as last written
 };
 
 }  // namespace kad::server::worker

@@ -296,7 +296,9 @@ IsolatedDevice::~IsolatedDevice() {
   running_pid_.store(0);
   // Killed already when its session closed; otherwise it may end cleanly.
   if (worker_) worker_->finish(absl::Milliseconds(500));
+  const bool had_worker = worker_ != nullptr;
   worker_.reset();
+  if (had_worker && share_.groups != nullptr) share_.groups->reweigh();
 }
 
 void IsolatedDevice::stop_worker() {
@@ -472,6 +474,7 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
   running_pid_.store(0);
   worker_.reset();
   loaded_.clear();
+  if (share_.groups != nullptr) share_.groups->reweigh();
 }
 
 absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {

@@ -616,8 +616,73 @@ TEST(TenantCpuShare, SparesWaitInTheDefaultTenantsGroupAndATakenOneJoinsItsTenan
   std::filesystem::remove_all(dir);
 }
 
+// The group that holds every tenant's group weighs as many processes as it
+// holds workers: beside it, kad's own threads and the clients count one
+// task each, and at one task's weight 32 workers together got as much CPU
+// as one of them.
+TEST(TenantCpuShare, KadsGroupWeighsAsManyProcessesAsItHoldsWorkers) {
+  auto d = Daemon::start({"--worker-spares", "1"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  if (absl::StrContains((*d)->log(), "share the CPU by niceness alone"))
+    GTEST_SKIP() << "kad cannot make CPU groups here: " << (*d)->log();
+  const std::string groups = absl::StrCat("/kad-", (*d)->pid());
+  std::string weight_file;
+  bool v2 = false;
+  for (const char* root : {"/sys/fs/cgroup/cpu", "/sys/fs/cgroup/cpu,cpuacct", "/sys/fs/cgroup"}) {
+    for (const char* file : {"/cpu.shares", "/cpu.weight"}) {
+      const std::string f = std::string(root) + groups + file;
+      if (weight_file.empty() && std::filesystem::exists(f)) {
+        weight_file = f;
+        v2 = absl::EndsWith(f, "weight");
+      }
+    }
+  }
+  ASSERT_FALSE(weight_file.empty()) << "no weight file for " << groups;
+  auto weight = [&] {
+    uint64_t w = 0;
+    std::ifstream(weight_file) >> w;
+    return w;
+  };
+  auto workers_in_groups = [&] {
+    size_t n = 0;
+    for (pid_t child : children_of((*d)->pid()))
+      if (absl::StrContains(cpu_group_of(child), groups + "/")) ++n;
+    return n;
+  };
+  using server::worker::CpuGroups;
+  // Until the weight is that of `n` workers and `n` workers are in the groups.
+  auto settles_at = [&](size_t n) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while ((weight() != CpuGroups::population_weight(n, v2) || workers_in_groups() != n) &&
+           std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return weight() == CpuGroups::population_weight(n, v2) && workers_in_groups() == n;
+  };
+  EXPECT_TRUE(settles_at(1)) << "the spare alone: weight " << weight() << ", "
+                             << workers_in_groups() << " workers";
+  // Three sessions take a worker each, and the pool starts a new spare.
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < 3; ++i) {
+    auto c = Client::connect((*d)->unix_uri(), "weighed");
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->create_queue().ok());
+    clients.push_back(*std::move(c));
+  }
+  EXPECT_TRUE(settles_at(4)) << "three sessions and a spare: weight " << weight() << ", "
+                             << workers_in_groups() << " workers";
+  clients.clear();  // their workers end
+  EXPECT_TRUE(settles_at(1)) << "the spare again: weight " << weight() << ", "
+                             << workers_in_groups() << " workers";
+  EXPECT_EQ((*d)->stop(SIGTERM), 0) << (*d)->log();
+}
+
 TEST(TenantCpuShare, GroupWeightsFollowWeightsAndPriorityClasses) {
   using server::worker::CpuGroups;
+  EXPECT_EQ(CpuGroups::population_weight(0, false), 1024u) << "an empty group weighs one";
+  EXPECT_EQ(CpuGroups::population_weight(32, false), 32u * 1024);
+  EXPECT_EQ(CpuGroups::population_weight(1000, false), 262144u) << "v1's maximum";
+  EXPECT_EQ(CpuGroups::population_weight(3, true), 300u);
+  EXPECT_EQ(CpuGroups::population_weight(1000, true), 10000u) << "v2's maximum";
   EXPECT_EQ(CpuGroups::group_weight(1, 0, false), 1024u);
   EXPECT_EQ(CpuGroups::group_weight(4, 0, false), 4096u);
   EXPECT_EQ(CpuGroups::group_weight(1000, 0, false), 262144u) << "v1's maximum";
