@@ -49,11 +49,16 @@ class QueueFinisher {
     std::thread thread;
     std::shared_ptr<absl::Notification> done;
   };
-  // Starts the thread that finishes `queues` and drops `keep`; its job's
-  // notification says when it is done.
-  std::shared_ptr<absl::Notification> start_locked(
-      std::vector<std::shared_ptr<SessionQueue>> queues, std::shared_ptr<void> keep)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Finishes the queues, then drops what they may use.
+  struct Work {
+    std::vector<std::shared_ptr<SessionQueue>> queues;
+    std::shared_ptr<void> keep;
+    std::shared_ptr<absl::Notification> done = std::make_shared<absl::Notification>();
+    void run();
+  };
+  // Starts a thread that runs `work`; false when no thread can be had (the
+  // caller then runs it, outside the lock: kad stays up).
+  bool start_locked(const std::shared_ptr<Work>& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Mutex mu_;
   std::atomic<bool> stopping_{false};  // late-watchers stop waiting
   std::vector<Job> jobs_ ABSL_GUARDED_BY(mu_);
