@@ -109,5 +109,12 @@ if [ "$code" != 0 ]; then
   podman logs "$name" | tail -20 >&2
   exit 1
 fi
-podman logs "$name" 2>&1 | grep -q "draining" || { echo "kad did not drain" >&2; exit 1; }
+# The log is read whole before grep: under pipefail, `podman logs | grep -q`
+# fails whenever grep's early exit kills podman with SIGPIPE.
+podman logs "$name" > "$work/kad.log" 2>&1
+if ! grep -q "SIGTERM: draining" "$work/kad.log" || ! grep -q "kad info: stopped" "$work/kad.log"; then
+  echo "container-test.sh: kad did not log that it drained and stopped:" >&2
+  tail -n 20 "$work/kad.log" >&2
+  exit 1
+fi
 echo "container-test.sh: podman stop drained kad and it exited 0; the image passes"
