@@ -925,6 +925,32 @@ void register_fair_share(bool workers) {
       ->Unit(benchmark::kMillisecond);
 }
 
+// time_to_load of a new client process (CLIENT, linking libkad_client
+// alone, as a user's program does) through MODE.
+void register_first_launch(const std::string& name, const std::string& mode,
+                           const std::string& client) {
+  benchmark::RegisterBenchmark(name.c_str(),
+                               [mode, client](benchmark::State& s) {
+                                 const std::string uri = uri_for(mode);
+                                 time_process({client, uri});  // compiles once, in kad
+                                 double process = 0;
+                                 for (auto _ : s) {
+                                   // A client that comes to a quiet daemon: the one before it
+                                   // has gone, and kad has had a moment to start a spare worker.
+                                   std::this_thread::sleep_for(std::chrono::milliseconds(500));
+                                   const FirstLaunch t = time_first_launch({client, uri});
+                                   if (t.first_launch < 0) return s.SkipWithError("client failed");
+                                   s.SetIterationTime(t.first_launch);
+                                   process += t.process;
+                                 }
+                                 s.counters["whole_process_ms"] =
+                                     1e3 * process / static_cast<double>(s.iterations());
+                               })
+      ->UseManualTime()
+      ->Iterations(5)
+      ->Unit(benchmark::kMillisecond);
+}
+
 void register_processes() {
   benchmark::RegisterBenchmark("time_to_load/daemon start until it serves",
                                [](benchmark::State& s) {
@@ -939,29 +965,17 @@ void register_processes() {
       ->UseManualTime()
       ->Iterations(3)
       ->Unit(benchmark::kMillisecond);
-  for (const std::string mode : {"shm", "grpc-unix", "worker-shm", "worker-grpc-unix"}) {
-    benchmark::RegisterBenchmark(
-        (mode + "/time_to_load/new client's connect and first launch of a cached kernel").c_str(),
-        [mode](benchmark::State& s) {
-          const std::string uri = uri_for(mode);
-          // A client process links libkad_client alone, as a user's program does.
-          time_process({KAD_BENCH_CLIENT_PATH, uri});  // compiles once, in kad
-          double process = 0;
-          for (auto _ : s) {
-            // A client that comes to a quiet daemon: the one before it has
-            // gone, and kad has had a moment to start a spare worker.
-            std::this_thread::sleep_for(std::chrono::milliseconds(500));
-            const FirstLaunch t = time_first_launch({KAD_BENCH_CLIENT_PATH, uri});
-            if (t.first_launch < 0) return s.SkipWithError("client failed");
-            s.SetIterationTime(t.first_launch);
-            process += t.process;
-          }
-          s.counters["whole_process_ms"] = 1e3 * process / static_cast<double>(s.iterations());
-        })
-        ->UseManualTime()
-        ->Iterations(5)
-        ->Unit(benchmark::kMillisecond);
-  }
+  for (const std::string mode : {"shm", "grpc-unix", "worker-shm", "worker-grpc-unix"})
+    register_first_launch(
+        mode + "/time_to_load/new client's connect and first launch of a cached kernel", mode,
+        KAD_BENCH_CLIENT_PATH);
+  // The same client on Debian's shared gRPC, protobuf and abseil: what a
+  // program pays that does not ask for the static runtime
+  // (cmake/client_runtime.cmake).
+  register_first_launch(
+      "worker-shm/time_to_load/new client's connect and first launch of a cached kernel, client "
+      "on shared gRPC",
+      "worker-shm", KAD_BENCH_SHARED_CLIENT_PATH);
   // Named after PoCL, as always, on PoCL; on a GPU without kad's toolchain the
   // "compile" is a lookup in the on-disk cache and the driver's JIT.
   const bool pocl = g_device != nullptr && absl::StartsWith(g_device->info().id, "opencl:pocl");

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs libkad_client from BUILD_DIR into a temporary prefix, builds the
-# example program against it twice (CMake package, pkg-config), and runs both
-# against a real kad. Usage: check_install.sh SOURCE_DIR BUILD_DIR
+# example program against it three times (CMake package with the shared and
+# the static runtime, pkg-config), and runs them against a real kad.
+# Usage: check_install.sh SOURCE_DIR BUILD_DIR
 set -euo pipefail
 src=$1
 build=$2
@@ -38,5 +39,17 @@ for _ in $(seq 300); do [ -f "$tmp/ready" ] && break; sleep 0.1; done
 [ -f "$tmp/ready" ] || { cat "$tmp/kad.log"; exit 1; }
 
 "$tmp/example/kad_example" "unix:$tmp/kad.sock"
+"$tmp/example/kad_example_static" "unix:$tmp/kad.sock"
+# The shared build loads gRPC's shared objects; the static one and the
+# installed kactl none of gRPC's, protobuf's or abseil's.
+readelf -d "$tmp/example/kad_example" | grep -q "libgrpc++" ||
+  { echo "kad_example does not link libgrpc++.so: the shared build is not what it says" >&2; exit 1; }
+for program in "$tmp/example/kad_example_static" "$tmp/prefix/bin/kactl"; do
+  readelf -d "$program" > "$tmp/dynamic"
+  if grep -E "NEEDED.*lib(grpc|gpr|upb|protobuf|absl_)" "$tmp/dynamic"; then
+    echo "$program loads the shared objects above: KAD_STATIC_RUNTIME did not take" >&2
+    exit 1
+  fi
+done
 "$tmp/example_pc" "unix:$tmp/kad.sock"
 "$tmp/prefix/bin/kactl" --connect "unix:$tmp/kad.sock" devices
