@@ -4,10 +4,36 @@
 
 namespace kad::server {
 
+QueueFinisher::QueueFinisher(StartThread start)
+    : start_(std::move(start)), backlog_thread_([this] { serve_backlog(); }) {}
+
 QueueFinisher::~QueueFinisher() {
   stopping_.store(true);
+  backlog_thread_.join();  // after the backlog's work: it stops only when none is left
   absl::MutexLock lock(&mu_);
   for (Job& job : jobs_) job.thread.join();
+}
+
+void QueueFinisher::serve_backlog() {
+  for (;;) {
+    std::shared_ptr<Work> work;
+    {
+      absl::MutexLock lock(&mu_);
+      // stopping_ is not guarded by mu_: the 50 ms bound picks it up.
+      mu_.AwaitWithTimeout(
+          absl::Condition(
+              +[](std::deque<std::shared_ptr<Work>>* b) { return !b->empty(); }, &backlog_),
+          absl::Milliseconds(50));
+      if (backlog_.empty()) {
+        if (stopping_.load()) return;
+        continue;
+      }
+      work = backlog_.front();  // it stays listed while it runs, for wait_all
+    }
+    work->run();
+    absl::MutexLock lock(&mu_);
+    backlog_.pop_front();
+  }
 }
 
 void QueueFinisher::Work::run() {
@@ -17,7 +43,7 @@ void QueueFinisher::Work::run() {
   done->Notify();
 }
 
-bool QueueFinisher::start_locked(const std::shared_ptr<Work>& work) {
+void QueueFinisher::start_locked(const std::shared_ptr<Work>& work) {
   // Jobs that ended are joined here: threads do not pile up.
   std::erase_if(jobs_, [](Job& job) {
     if (!job.done->HasBeenNotified()) return false;
@@ -25,10 +51,10 @@ bool QueueFinisher::start_locked(const std::shared_ptr<Work>& work) {
     return true;
   });
   try {
-    jobs_.push_back({std::thread([work] { work->run(); }), work->done});
-    return true;
-  } catch (const std::system_error&) {
-    return false;
+    jobs_.reserve(jobs_.size() + 1);  // a thread that started is never dropped unjoined
+    jobs_.push_back({start_([work] { work->run(); }), work->done});
+  } catch (const std::exception&) {  // std::system_error: no thread to be had
+    backlog_.push_back(work);
   }
 }
 
@@ -36,12 +62,10 @@ bool QueueFinisher::finish(std::vector<std::shared_ptr<SessionQueue>> queues,
                            std::shared_ptr<void> keep, absl::Duration timeout) {
   if (queues.empty()) return true;  // nothing can still use what `keep` holds: it goes here
   auto work = std::make_shared<Work>(Work{std::move(queues), std::move(keep)});
-  bool started;
   {
     absl::MutexLock lock(&mu_);
-    started = start_locked(work);
+    start_locked(work);
   }
-  if (!started) work->run();  // no thread to be had: this caller waits, unbounded
   return work->done->WaitForNotificationWithTimeout(timeout);
 }
 
@@ -50,11 +74,10 @@ void QueueFinisher::finish_detached(std::vector<std::shared_ptr<SessionQueue>> q
                                     std::function<void()> late) {
   const bool can_run_late = !queues.empty();  // without queues, nothing can run late
   auto work = std::make_shared<Work>(Work{std::move(queues), std::move(keep)});
-  bool started;
   {
     absl::MutexLock lock(&mu_);
-    started = start_locked(work);
-    if (started && can_run_late) {
+    start_locked(work);
+    if (can_run_late) {
       auto watched = std::make_shared<absl::Notification>();
       auto watch = [this, finished = work->done, watched, timeout, late = std::move(late)] {
         // In steps, so that a finisher that stops need not wait the whole timeout.
@@ -69,14 +92,13 @@ void QueueFinisher::finish_detached(std::vector<std::shared_ptr<SessionQueue>> q
         watched->Notify();
       };
       try {
-        jobs_.push_back({std::thread(std::move(watch)), watched});
-      } catch (const std::system_error&) {
+        jobs_.reserve(jobs_.size() + 1);
+        jobs_.push_back({start_(std::move(watch)), watched});
+      } catch (const std::exception&) {
         // No thread to be had: what still runs late goes unreported.
       }
     }
   }
-  // No thread to be had: this caller waits, unbounded, rather than kad going down.
-  if (!started) work->run();
 }
 
 bool QueueFinisher::wait_all(absl::Duration timeout) {
@@ -85,6 +107,7 @@ bool QueueFinisher::wait_all(absl::Duration timeout) {
   {
     absl::MutexLock lock(&mu_);
     for (const Job& job : jobs_) pending.push_back(job.done);
+    for (const auto& work : backlog_) pending.push_back(work->done);
   }
   for (const auto& done : pending)
     if (!done->WaitForNotificationWithDeadline(deadline)) return false;

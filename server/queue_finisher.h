@@ -8,6 +8,7 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <thread>
@@ -22,7 +23,14 @@ namespace kad::server {
 
 class QueueFinisher {
  public:
-  QueueFinisher() = default;
+  // Starts a thread that runs a function: std::thread's constructor, which
+  // throws std::system_error when the process can have no more threads.
+  using StartThread = std::function<std::thread(std::function<void()>)>;
+  static std::thread start_thread(std::function<void()> run) { return std::thread(std::move(run)); }
+
+  // Starts the backlog's thread (see backlog_); later threads come from
+  // `start` (tests give one that fails, as a process at its limit does).
+  explicit QueueFinisher(StartThread start = start_thread);
   QueueFinisher(const QueueFinisher&) = delete;
   QueueFinisher& operator=(const QueueFinisher&) = delete;
   // Waits for every finish still running: only once no kernel can loop
@@ -56,12 +64,20 @@ class QueueFinisher {
     std::shared_ptr<absl::Notification> done = std::make_shared<absl::Notification>();
     void run();
   };
-  // Starts a thread that runs `work`; false when no thread can be had (the
-  // caller then runs it, outside the lock: kad stays up).
-  bool start_locked(const std::shared_ptr<Work>& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Starts a thread that runs `work`, or, when no thread can be had, puts
+  // it on the backlog. Never runs it on the caller's thread: a kernel that
+  // loops would hold that thread (gRPC's, or main's drain) for good.
+  void start_locked(const std::shared_ptr<Work>& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void serve_backlog();
+  const StartThread start_;
   absl::Mutex mu_;
   std::atomic<bool> stopping_{false};  // late-watchers stop waiting
   std::vector<Job> jobs_ ABSL_GUARDED_BY(mu_);
+  // Work for which no thread of its own could be started (the process is at
+  // its thread limit), run in order by one thread made with the finisher.
+  // A looping kernel there holds up the work behind it, never a caller.
+  std::deque<std::shared_ptr<Work>> backlog_ ABSL_GUARDED_BY(mu_);
+  std::thread backlog_thread_;
 };
 
 }  // namespace kad::server

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <system_error>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -52,7 +53,14 @@ absl::StatusOr<EventId> ScheduledQueue::enqueue_kernel(CompiledKernel& kernel,
   }
   // The pump starts with the queue's first launch: a queue that never
   // launches costs no thread.
-  std::call_once(pump_started_, [this] { pump_ = std::thread([this] { pump(); }); });
+  try {
+    std::call_once(pump_started_, [this] { pump_ = std::thread([this] { pump(); }); });
+  } catch (const std::system_error& e) {
+    // No thread to be had (the process is at its limit): this launch is
+    // refused, kad stays up, and the next launch tries again.
+    return absl::ResourceExhaustedError(
+        absl::StrCat("kad cannot start the thread this queue's launches need: ", e.what()));
+  }
   const int64_t accepted = steady_ns();
   dispatch_mu_.Lock();
   mu().Lock();

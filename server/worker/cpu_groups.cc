@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -192,12 +193,14 @@ void CpuGroups::reweigh() {
 }
 
 void CpuGroups::reweigh_locked() {
-  size_t workers = 0;
+  // Processes, each once: cgroup v1's cgroup.procs may list one twice.
+  absl::flat_hash_set<std::string> workers;
   for (const std::string& g : made_) {
-    const std::string procs = read_all(path_ + "/" + g + "/cgroup.procs");
-    workers += static_cast<size_t>(std::count(procs.begin(), procs.end(), '\n'));
+    for (absl::string_view pid :
+         absl::StrSplit(read_all(path_ + "/" + g + "/cgroup.procs"), '\n', absl::SkipEmpty()))
+      workers.emplace(pid);
   }
-  const uint64_t weight = population_weight(workers, v2_);
+  const uint64_t weight = population_weight(workers.size(), v2_);
   if (weight == weight_) return;
   // Where it cannot be written, the group keeps the weight it had.
   if (write_file(path_ + (v2_ ? "/cpu.weight" : "/cpu.shares"), std::to_string(weight)).ok())

@@ -22,6 +22,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "kad/shm/v1/ring.h"
+#include "server/worker/end_frontier.h"
 #include "server/worker/queue_progress.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_protocol.h"
@@ -56,7 +57,7 @@ struct LaunchEnd : EndCallback {
 // by that call, on the driver's thread; elsewhere by the queue's reaper
 // thread, which waits for each launch in turn (a wake-up more per launch).
 struct WorkerQueueState {
-  static constexpr uint64_t kRing = 4096;
+  static constexpr uint64_t kRing = EndFrontier::kRing;
   std::unique_ptr<Queue> queue;
   std::shared_ptr<ProgressPage> page;
   uint64_t next_launch = 1;  // the request loop's own count
@@ -69,6 +70,9 @@ struct WorkerQueueState {
   // only waits for the release, and for the calls still to come).
   std::optional<bool> calls_back;
   std::array<LaunchEnd, kRing> ends;
+  // The calls may come in any order, from any driver thread: the page
+  // learns only what every launch up to it has said.
+  EndFrontier frontier;
   std::atomic<uint64_t> pending_calls{0};
   // The first launch that failed (refused by the driver, or ended in error)
   // and was not yet reported; kWait reports it once a wait covers it.
@@ -86,19 +90,23 @@ struct WorkerQueueState {
     }
     page->report_failure();
   }
+  // Launch `seq` has ended and its failure, if any, is noted.
+  void mark_ended(uint64_t seq) {
+    if (const uint64_t to = frontier.mark_ended(seq); to != 0) page->report(to);
+  }
   // Wakes the reaper if it sleeps (after `launched` or `released` changed).
   void wake_reaper() {
     if (reaper_sleeping.load(std::memory_order_seq_cst) != 0) shm::v1::futex_wake(&launched_word);
   }
 };
 
-// The driver's call when a launch ends: the queue is in order, so every
-// launch up to this one has ended.
+// The driver's call when a launch ends. Every launch before it has ended
+// too (the queue is in order), but their calls may still be to come.
 void launch_ended(EndCallback* self, const absl::Status& status) {
   auto* end = static_cast<LaunchEnd*>(self);
   WorkerQueueState& s = *end->state;
   if (!status.ok()) s.note_failure(status, end->seq);
-  s.page->report(end->seq);
+  s.mark_ended(end->seq);
   end->pending.store(false, std::memory_order_release);
   s.pending_calls.fetch_sub(1, std::memory_order_release);
 }
@@ -329,7 +337,9 @@ class WorkerServer {
         // A refused launch with nothing before it still running ends here
         // (or, should the driver refuse the call, once that has ended).
         if (ends_with != 0) state.queue->wait(ends_with).IgnoreError();
-        state.page->report(seq);
+        // Marked once the slot's launch kRing before has said its end.
+        wait_for_call(state.ends[seq % WorkerQueueState::kRing]);
+        state.mark_ended(seq);
       }
       return;
     }
@@ -338,16 +348,23 @@ class WorkerServer {
     state.wake_reaper();
   }
 
+  // Until the launch that holds `end` has been called back: it ended, or
+  // will soon (kRing launches came after it), so the wait is short.
+  static void wait_for_call(const LaunchEnd& end) {
+    for (int spins = 0; end.pending.load(std::memory_order_acquire); ++spins) {
+      if (spins < 64) {
+        std::this_thread::yield();
+      } else {
+        std::this_thread::sleep_for(std::chrono::microseconds(50));
+      }
+    }
+  }
+
   // Has the driver report launch `seq`'s end (that of `event`) on the page.
   // False where it calls nothing back (or no longer holds the event).
   static bool call_back(WorkerQueueState& state, uint64_t seq, EventId event) {
     LaunchEnd& end = state.ends[seq % WorkerQueueState::kRing];
-    // The slot's launch, kRing before, still owes its call: waiting for this
-    // one waits for it (the queue is in order), then for its call.
-    if (end.pending.load(std::memory_order_acquire)) {
-      state.queue->wait(event).IgnoreError();
-      while (end.pending.load(std::memory_order_acquire)) std::this_thread::yield();
-    }
+    wait_for_call(end);  // the slot's launch, kRing before, may still owe its call
     end.ended = &launch_ended;
     end.state = &state;
     end.seq = seq;
