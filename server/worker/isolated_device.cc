@@ -44,7 +44,7 @@ class WorkerBuffer final : public Buffer {
       device_.buffers_.erase(id_);
       if (device_.worker_ && id_ != 0) {
         IdRecord r{id_};
-        (void)device_.worker_->connection().send(Op::kFreeBuffer, bytes_of(r));
+        (void)device_.worker_->send(Op::kFreeBuffer, bytes_of(r));
       }
     }
     if (owns_mapping_) munmap(data_, bytes_);
@@ -75,7 +75,7 @@ class WorkerQueue final : public Queue {
     device_.queues_.erase(id_);
     if (device_.worker_ && id_ != 0) {
       IdRecord r{id_};
-      (void)device_.worker_->connection().send(Op::kReleaseQueue, bytes_of(r));
+      (void)device_.worker_->send(Op::kReleaseQueue, bytes_of(r));
     }
   }
   Device& device() const override { return device_; }
@@ -107,9 +107,18 @@ class WorkerQueue final : public Queue {
     const EventId event = next_;
     launched_[event % kRing] = {absl::Now(), &kernel};
     ++next_;
-    absl::Status sent = device_.worker_->connection().send(
-        Op::kLaunch,
-        std::as_bytes(std::span(reinterpret_cast<const char*>(&record_), record_.wire_size())));
+    const auto wire =
+        std::as_bytes(std::span(reinterpret_cast<const char*>(&record_), record_.wire_size()));
+    // By the launch ring where it has room, else by the socket.
+    LaunchRing* ring = device_.worker_->launch_ring();
+    absl::StatusOr<bool> written = ring != nullptr ? ring->try_write(wire) : false;
+    absl::Status sent = written.status();
+    if (written.ok() && *written) {
+      ring->wake();
+    } else if (written.ok()) {
+      if (ring != nullptr) ring->note_socket_launch();
+      sent = device_.worker_->send(Op::kLaunch, wire);
+    }
     if (!sent.ok()) {
       device_.lose_worker(sent, nullptr);
       loss_pending_ = false;  // reported now
@@ -231,7 +240,7 @@ class WorkerQueue final : public Queue {
     // The worker answers at once: the launches ended, and it keeps the
     // first failure among them.
     WaitRecord w{id_, std::min(event, confirmed_) - base_};
-    absl::Status sent = device_.worker_->connection().send(Op::kWait, bytes_of(w));
+    absl::Status sent = device_.worker_->send(Op::kWait, bytes_of(w));
     absl::Status reported_failure;
     absl::Status transport =
         sent.ok() ? device_.read_status(absl::Now() + absl::Seconds(5), &reported_failure) : sent;
@@ -350,7 +359,7 @@ absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* repo
 absl::Status IsolatedDevice::call(Op op, std::span<const std::byte> a, int fd,
                                   absl::Time deadline) {
   absl::Status reported;
-  absl::Status transport = worker_->connection().send(op, a, {}, fd);
+  absl::Status transport = worker_->send(op, a, {}, fd);
   if (transport.ok()) transport = read_status(deadline, &reported);
   if (!transport.ok()) {
     const pid_t pid = worker_->pid();
@@ -482,7 +491,7 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   absl::Status reported;
   uint32_t flags = 0;
   absl::Status transport =
-      worker_->connection().send(Op::kLoadKernel, bytes_of(r), bytes_of_string(*kernel.request()));
+      worker_->send(Op::kLoadKernel, bytes_of(r), bytes_of_string(*kernel.request()));
   if (transport.ok()) {
     transport = read_status(absl::Now() + pool_.options().compile_timeout, &reported, &flags);
   }
@@ -524,7 +533,7 @@ absl::StatusOr<wire::CompileReply> build(const DeviceInfo& device, WorkerPool& p
   WorkerProcess& w = **worker;
   const IdRecord r{next_kernel_id.fetch_add(1)};
   const absl::Time deadline = absl::Now() + pool.options().compile_timeout;
-  absl::Status transport = w.connection().send(Op::kCompile, bytes_of(r), bytes_of_string(message));
+  absl::Status transport = w.send(Op::kCompile, bytes_of(r), bytes_of_string(message));
   Header header;
   std::span<const std::byte> payload;
   if (transport.ok()) {

@@ -1,6 +1,7 @@
 #include "server/worker/worker_main.h"
 
 #include <linux/close_range.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -23,6 +24,7 @@
 #include "absl/synchronization/mutex.h"
 #include "kad/shm/v1/ring.h"
 #include "server/worker/end_frontier.h"
+#include "server/worker/launch_ring.h"
 #include "server/worker/queue_progress.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_protocol.h"
@@ -172,12 +174,31 @@ class WorkerServer {
   int run() {
     MessageReader reader(connection_);
     for (;;) {
+      if (absl::Status s = take_ring_launches(); !s.ok()) return broken(s);
       Header header;
       std::span<const std::byte> payload;
       int fd = -1;
+      // With a launch ring, the worker sleeps on the ring, where kad wakes
+      // it for a launch or a message; it reads its socket only when kad
+      // says a message is owed, and looks at it every 100 ms it slept, to
+      // learn that kad is gone (the hang-up is readable).
+      if (ring_ && !reader.has_unread() && !ring_->message_owed(messages_read_)) {
+        const absl::Time slept = absl::Now();
+        ring_->sleep(absl::Milliseconds(100),
+                     [this] { return ring_->message_owed(messages_read_); });
+        if (ring_->has_next() || ring_->message_owed(messages_read_) ||
+            absl::Now() - slept < absl::Milliseconds(100) || !readable())
+          continue;
+      }
+      // A message is owed (or part of one came, or kad hung up): it comes
+      // whole now.
+      const absl::Status got =
+          reader.next(&header, &payload, &fd, absl::InfiniteFuture(), uint64_t{1} << 40);
       // The daemon hung up (or is gone): the worker's work is over.
-      if (!reader.next(&header, &payload, &fd, absl::InfiniteFuture(), uint64_t{1} << 40).ok())
-        return stop_reapers();
+      if (!got.ok()) return stop_reapers();
+      if (ring_) ++messages_read_;
+      // Every launch kad wrote before it sent this message goes first.
+      if (absl::Status s = take_ring_launches(); !s.ok()) return broken(s);
       if (absl::Status s = handle(static_cast<Op>(header.op), payload, fd); !s.ok()) {
         // The daemon sent what it never sends: give up rather than guess.
         std::fprintf(stderr, "kad worker: %s\n", std::string(s.message()).c_str());
@@ -187,6 +208,24 @@ class WorkerServer {
   }
 
  private:
+  int broken(const absl::Status& s) {
+    std::fprintf(stderr, "kad worker: %s\n", std::string(s.message()).c_str());
+    return 3;
+  }
+  bool readable() const {
+    pollfd p{connection_.fd(), POLLIN, 0};
+    return poll(&p, 1, 0) > 0;
+  }
+  absl::Status take_ring_launches() {
+    if (!ring_) return absl::OkStatus();
+    while (ring_->has_next()) {
+      const absl::Status s = decode_and_launch(ring_->next());
+      ring_->take();
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  }
+
   // Ends every reaper before the device goes; a reaper a kernel still holds
   // in the driver cannot end, and then the worker leaves at once.
   int stop_reapers() {
@@ -218,17 +257,17 @@ class WorkerServer {
   absl::Status handle(Op op, std::span<const std::byte> payload, int fd) {
     switch (op) {
       case Op::kLaunch: {
-        // Only the bytes that came: the record (2.6 KB with every argument
-        // slot) is not cleared per launch, so the size must match `nargs`.
-        if (payload.size() < offsetof(LaunchRecord, args) || payload.size() > sizeof(LaunchRecord))
-          return absl::InternalError(absl::StrFormat("a launch of %d bytes", payload.size()));
-        std::memcpy(&launch_, payload.data(), payload.size());
-        if (launch_.nargs > kMaxKernelArgs || launch_.wire_size() != payload.size()) {
-          return absl::InternalError(absl::StrFormat("a launch of %d bytes for %d arguments",
-                                                     payload.size(), launch_.nargs));
-        }
-        launch();
-        return absl::OkStatus();
+        absl::Status s = decode_and_launch(payload);
+        if (ring_) ring_->note_socket_launch_taken();
+        return s;
+      }
+      case Op::kLaunchRing: {
+        IdRecord r;
+        if (absl::Status s = read(payload, &r); !s.ok()) return s;
+        if (fd < 0) return absl::InternalError("a launch ring came without its memory");
+        absl::StatusOr<std::unique_ptr<LaunchRing>> ring = LaunchRing::map(fd);
+        if (ring.ok()) ring_ = *std::move(ring);
+        return reply(ring.status());
       }
       case Op::kWait: {
         WaitRecord w;
@@ -287,6 +326,21 @@ class WorkerServer {
         if (fd >= 0) close(fd);
         return absl::InternalError(absl::StrFormat("unknown request %d", static_cast<int>(op)));
     }
+  }
+
+  // A launch's wire bytes, from the ring or the socket.
+  absl::Status decode_and_launch(std::span<const std::byte> payload) {
+    // Only the bytes that came: the record (3 KB with every argument slot)
+    // is not cleared per launch, so the size must match `nargs`.
+    if (payload.size() < offsetof(LaunchRecord, args) || payload.size() > sizeof(LaunchRecord))
+      return absl::InternalError(absl::StrFormat("a launch of %d bytes", payload.size()));
+    std::memcpy(&launch_, payload.data(), payload.size());
+    if (launch_.nargs > kMaxKernelArgs || launch_.wire_size() != payload.size()) {
+      return absl::InternalError(
+          absl::StrFormat("a launch of %d bytes for %d arguments", payload.size(), launch_.nargs));
+    }
+    launch();
+    return absl::OkStatus();
   }
 
   // The warm path: decodes into fixed storage and enqueues; allocates
@@ -452,6 +506,8 @@ class WorkerServer {
 
   Connection connection_;
   Device& device_;
+  std::unique_ptr<LaunchRing> ring_;  // once kad attached it (kLaunchRing)
+  uint64_t messages_read_ = 0;        // since then
   LaunchRecord launch_;
   std::array<KernelArg, kMaxKernelArgs> args_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CompiledKernel>> kernels_;

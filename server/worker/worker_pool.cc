@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_format.h"
 #include "server/worker/worker_confinement.h"
 #include "spdlog/spdlog.h"
 
@@ -211,6 +212,18 @@ void WorkerPool::refill() {
       const std::string& device = batch[i].device;
       if (w.ok()) {
         if (absl::Status s = (*w)->await_hello(deadline); !s.ok()) w = s;
+      }
+      if (w.ok()) {
+        absl::Status s = (*w)->attach_launch_ring(deadline);
+        if (s.code() == absl::StatusCode::kFailedPrecondition) {
+          // It still serves, launches by its socket.
+          spdlog::warn("worker {}: {}", (*w)->pid(), std::string(s.message()));
+        } else if (!s.ok()) {
+          const std::string ended = (*w)->stop();
+          w = absl::UnavailableError(
+              absl::StrFormat("a worker for %s did not take its launch ring (%s; it %s)", device,
+                              s.message(), ended));
+        }
       }
       if (w.ok() && batch[i].spare) {
         preload(**w, device);

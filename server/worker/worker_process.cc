@@ -122,6 +122,40 @@ absl::Status WorkerProcess::await_hello(absl::Time deadline) {
   return absl::OkStatus();
 }
 
+absl::Status WorkerProcess::send(Op op, std::span<const std::byte> a, std::span<const std::byte> b,
+                                 int pass_fd) {
+  absl::Status s = connection_.send(op, a, b, pass_fd);
+  if (launch_ring_) {
+    if (s.ok()) launch_ring_->note_message();
+    launch_ring_->wake();
+  }
+  return s;
+}
+
+absl::Status WorkerProcess::attach_launch_ring(absl::Time deadline) {
+  absl::StatusOr<std::unique_ptr<LaunchRing>> ring = LaunchRing::create();
+  if (!ring.ok()) return ring.status();
+  const IdRecord r{0};
+  if (absl::Status s = connection_.send(Op::kLaunchRing, bytes_of(r), {}, (*ring)->fd()); !s.ok())
+    return s;
+  Header header;
+  std::span<const std::byte> payload;
+  StatusRecord status;
+  if (absl::Status s = reader_.next(&header, &payload, nullptr, deadline, kMaxReplyBytes); !s.ok())
+    return s;
+  if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof status)
+    return absl::InternalError("the worker answered its launch ring with something else");
+  std::memcpy(&status, payload.data(), sizeof status);
+  if (status.code != 0) {
+    return absl::FailedPreconditionError(absl::StrFormat(
+        "the worker cannot map its launch ring: %s",
+        absl::string_view(reinterpret_cast<const char*>(payload.data()) + sizeof status,
+                          payload.size() - sizeof status)));
+  }
+  launch_ring_ = *std::move(ring);
+  return absl::OkStatus();
+}
+
 WorkerProcess::~WorkerProcess() {
   stop();
   close(connection_.fd());

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/worker/launch_ring.h"
 #include "server/worker/worker_protocol.h"
 
 namespace kad::server::worker {
@@ -47,6 +48,14 @@ class WorkerProcess {
   std::string cpu_group;
   Connection& connection() { return connection_; }
   MessageReader& reader() { return reader_; }
+  // Sends one message and wakes the worker if it sleeps on its launch ring.
+  absl::Status send(Op op, std::span<const std::byte> a, std::span<const std::byte> b = {},
+                    int pass_fd = -1);
+  // Gives a session's worker its launch ring (after its hello); until then
+  // launches go by the socket. FAILED_PRECONDITION: the worker could not
+  // map it, and serves without; any other error: the worker is broken.
+  absl::Status attach_launch_ring(absl::Time deadline);
+  LaunchRing* launch_ring() { return launch_ring_.get(); }
 
   // Gives every thread of the worker the scheduling niceness `nice` (0 to
   // 19; threads it starts later inherit it): its tenant's share of the CPU
@@ -76,6 +85,7 @@ class WorkerProcess {
   MessageReader reader_{connection_};
   std::string dir_;  // its own folder (its $TMPDIR), removed with it
   std::string device_id_;
+  std::unique_ptr<LaunchRing> launch_ring_;
   uint32_t walls_ = 0;
   int landlock_abi_ = 0;
   bool reaped_ = false;

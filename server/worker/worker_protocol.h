@@ -4,8 +4,10 @@
 // memory travels as file descriptors (SCM_RIGHTS), never as bytes.
 //
 // The daemon sends requests; the worker answers those that need an answer
-// (kHello's, kCompile, kLoadKernel, kImportBuffer, kCreateQueue, kWait), in
-// order, and nothing else. Launches, frees and queue releases are not
+// (kHello's, kCompile, kLoadKernel, kImportBuffer, kCreateQueue, kWait,
+// kLaunchRing), in order, and nothing else. Launches come through the
+// launch ring (launch_ring.h) once it is attached, by the socket when the
+// ring is full. Launches, frees and queue releases are not
 // answered. Each queue's launches are reported as they end on the queue's
 // progress page (queue_progress.h, sent with kCreateQueue), where the daemon
 // waits; kWait only asks which launch failed, once the page says one did.
@@ -41,6 +43,7 @@ enum class Op : uint32_t {
   kWait,          // WaitRecord -> Status: the first failure up to the event
   kStatus,        // worker -> daemon: StatusRecord + message
   kCompileReply,  // worker -> daemon: worker.v1.CompileReply
+  kLaunchRing,    // IdRecord + the launch ring's memfd (launch_ring.h) -> Status
 };
 
 struct Header {
@@ -145,6 +148,8 @@ class MessageReader {
   // the caller owns it.
   absl::Status next(Header* header, std::span<const std::byte>* payload, int* fd,
                     absl::Time deadline, uint64_t max_size);
+  // Bytes received and not yet read (part of a message, or more).
+  bool has_unread() const { return end_ != begin_; }
 
  private:
   absl::Status fill(size_t needed, absl::Time deadline);

@@ -227,6 +227,38 @@ kernel void bump(KAD_CONTEXT, global int* x, int k) {
   EXPECT_EQ(x, std::vector<int32_t>(64, n * (n + 1) / 2));
 }
 
+// Launches reach the device in the order they were submitted, however they
+// travel (a worker takes them from its launch ring, or from its socket when
+// the ring is full): each step depends on the one before it.
+TEST_P(ClientConformance, SubmittedLaunchesRunInTheOrderTheyWereSubmitted) {
+  auto module = client_->load_module(R"(
+kernel void step(KAD_CONTEXT, global uint* x, uint k) {
+  if (kad_active()) x[kad_global_linear()] = x[kad_global_linear()] * 3u + k;
+})");
+  auto kernel = client_->get_kernel(
+      *module, {"step",
+                std::nullopt,
+                std::nullopt,
+                std::nullopt,
+                {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kU32)},
+                ""});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  std::vector<uint32_t> x(16, 0);
+  auto b = client_->allocate(x.size() * sizeof(uint32_t));
+  ASSERT_TRUE(queue_->write(*b, 0, bytes_of(x)).ok());
+  const int n = client::Queue::kMaxInFlight + 300;
+  uint32_t expected = 0;
+  for (uint32_t k = 1; k <= static_cast<uint32_t>(n); ++k) {
+    const client::Dims range{16};
+    const Arg args[] = {Arg::buffer(*b), Arg::scalar<uint32_t>(k)};
+    ASSERT_TRUE(queue_->submit(*kernel, &range, nullptr, args).ok());
+    expected = expected * 3u + k;
+  }
+  ASSERT_TRUE(queue_->wait().ok());
+  ASSERT_TRUE(queue_->read(*b, 0, bytes_of(x)).ok());
+  EXPECT_EQ(x, std::vector<uint32_t>(16, expected));
+}
+
 class ClientConformanceBump : public ClientConformance {
  protected:
   // A kernel that adds k to each of 64 ints, and its buffer, zeroed.

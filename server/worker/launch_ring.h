@@ -1,0 +1,115 @@
+// Launches from the daemon to a session's worker through shared memory
+// (DESIGN §8). A launch used to be one message on the worker's socket: a
+// sendmsg in kad and a wake-up and recvmsg in the worker, per launch (a
+// tenth of the machine's CPU for a pipeline of launches through a worker).
+// Now kad writes each launch into this ring and wakes the worker only when
+// it sleeps; a worker that is busy takes the next launches without a system
+// call on either side.
+//
+// Order with the socket's messages: the worker takes every launch written
+// so far before it serves a socket message, and kad writes a launch before
+// it sends anything that depends on it, so a free or a wait never passes a
+// launch sent before it. A launch the ring has no room for goes over the
+// socket; until the worker has taken that one, later launches follow it
+// there (`socket_launches_taken`), so that none passes it.
+//
+// The worker is untrusted: kad reads only `taken` and `socket_launches_taken`
+// from the page, and a value it cannot have written ends the worker.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "server/worker/worker_protocol.h"
+
+namespace kad::server::worker {
+
+struct LaunchRingHeader {
+  alignas(64) std::atomic<uint64_t> written{0};    // kad: launches written, counted from 0
+  alignas(64) std::atomic<uint64_t> taken{0};      // the worker: launches it took from the ring
+  std::atomic<uint64_t> socket_launches_taken{0};  // the worker: those that came by the socket
+  // kad: messages it sent on the socket since the ring was attached. The
+  // worker reads its socket only when one is owed: no poll per launch.
+  alignas(64) std::atomic<uint64_t> messages{0};
+  // The worker: 1 while it may sleep on this word (a futex); kad wakes it
+  // after writing a launch or sending a message.
+  alignas(64) std::atomic<uint32_t> sleeping{0};
+};
+
+class LaunchRing {
+ public:
+  static constexpr uint64_t kSlots = 64;
+  static constexpr size_t kSlotBytes = 4096;  // a launch with every argument, and its size
+  static constexpr size_t kHeaderBytes = 4096;
+  static constexpr size_t kBytes = kHeaderBytes + kSlots * kSlotBytes;
+  static_assert(sizeof(LaunchRingHeader) <= kHeaderBytes);
+  static_assert(sizeof(uint64_t) + sizeof(LaunchRecord) <= kSlotBytes);
+
+  // A new, zeroed, sealed ring (kad's side); fd() is what goes to the worker.
+  static absl::StatusOr<std::unique_ptr<LaunchRing>> create();
+  // The ring whose memfd came with kLaunchRing (the worker's side); owns `fd`.
+  static absl::StatusOr<std::unique_ptr<LaunchRing>> map(int fd);
+  ~LaunchRing();
+  LaunchRing(const LaunchRing&) = delete;
+  LaunchRing& operator=(const LaunchRing&) = delete;
+  int fd() const { return fd_; }
+
+  // kad: writes `record` (one launch's wire bytes) if the ring has room and
+  // no launch sent by the socket is still untaken. False: send it by the
+  // socket (then note_socket_launch()). INTERNAL when the worker wrote
+  // positions it cannot have reached: it is broken, or hostile.
+  absl::StatusOr<bool> try_write(std::span<const std::byte> record);
+  void note_socket_launch() { ++socket_launches_; }
+  // kad, after sending a message on the socket.
+  void note_message() { header().messages.fetch_add(1, std::memory_order_release); }
+  // kad, after writing a launch or sending a message: wakes the worker if
+  // it sleeps.
+  void wake();
+
+  // The worker: whether a launch is written and not yet taken; next() is
+  // its bytes, and take() then frees its slot.
+  bool has_next() const {
+    return header().written.load(std::memory_order_acquire) !=
+           header().taken.load(std::memory_order_relaxed);
+  }
+  std::span<const std::byte> next() const;
+  void take();
+  void note_socket_launch_taken();
+  // The worker: whether kad has sent more messages than `read`.
+  bool message_owed(uint64_t read) const {
+    return header().messages.load(std::memory_order_acquire) > read;
+  }
+  // The worker: sleeps until kad wakes it or `timeout` passes, unless a
+  // launch is waiting or `more_to_read()` says a message is owed.
+  template <typename MoreToRead>
+  void sleep(absl::Duration timeout, MoreToRead more_to_read);
+
+ private:
+  LaunchRing(int fd, std::byte* base) : fd_(fd), base_(base) {}
+  LaunchRingHeader& header() const { return *reinterpret_cast<LaunchRingHeader*>(base_); }
+  std::byte* slot(uint64_t n) const { return base_ + kHeaderBytes + (n % kSlots) * kSlotBytes; }
+  void sleep_on_word(absl::Duration timeout);
+
+  int fd_;
+  std::byte* base_;
+  uint64_t written_ = 0;          // kad's own count (the page's may be scribbled on)
+  uint64_t socket_launches_ = 0;  // kad: launches it sent by the socket
+};
+
+template <typename MoreToRead>
+void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read) {
+  LaunchRingHeader& h = header();
+  h.sleeping.store(1, std::memory_order_seq_cst);
+  // After `sleeping` is set, kad's next write or message sees it and wakes
+  // this worker; anything that came before is seen here.
+  if (h.written.load(std::memory_order_seq_cst) == h.taken.load(std::memory_order_relaxed) &&
+      !more_to_read())
+    sleep_on_word(timeout);
+  h.sleeping.store(0, std::memory_order_relaxed);
+}
+
+}  // namespace kad::server::worker

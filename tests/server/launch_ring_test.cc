@@ -1,0 +1,97 @@
+// LaunchRing (server/worker/launch_ring.h): launches from kad to a worker
+// through shared memory. Both sides run here on two mappings of one memfd,
+// as kad and its worker map it: launches come out whole and in order, a
+// full ring or an untaken socket launch sends kad to the socket, and a
+// worker that writes positions it cannot have reached is refused.
+#include "server/worker/launch_ring.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "gtest/gtest.h"
+
+namespace kad::server::worker {
+namespace {
+
+struct TwoSides {
+  std::unique_ptr<LaunchRing> kad, worker;
+};
+
+TwoSides make_ring() {
+  TwoSides t;
+  absl::StatusOr<std::unique_ptr<LaunchRing>> kad = LaunchRing::create();
+  EXPECT_TRUE(kad.ok()) << kad.status();
+  absl::StatusOr<std::unique_ptr<LaunchRing>> worker =
+      LaunchRing::map(fcntl((*kad)->fd(), F_DUPFD_CLOEXEC, 0));
+  EXPECT_TRUE(worker.ok()) << worker.status();
+  t.kad = *std::move(kad);
+  t.worker = *std::move(worker);
+  return t;
+}
+
+std::span<const std::byte> bytes(const std::string& s) { return std::as_bytes(std::span(s)); }
+std::string text(std::span<const std::byte> b) {
+  return std::string(reinterpret_cast<const char*>(b.data()), b.size());
+}
+
+TEST(LaunchRing, LaunchesComeOutWholeAndInOrderPastTheRingsSize) {
+  TwoSides t = make_ring();
+  for (uint64_t i = 0; i < 3 * LaunchRing::kSlots; ++i) {
+    const std::string launch = "launch " + std::to_string(i);
+    absl::StatusOr<bool> written = t.kad->try_write(bytes(launch));
+    ASSERT_TRUE(written.ok()) << written.status();
+    ASSERT_TRUE(*written);
+    ASSERT_TRUE(t.worker->has_next());
+    EXPECT_EQ(text(t.worker->next()), launch);
+    t.worker->take();
+    EXPECT_FALSE(t.worker->has_next());
+  }
+}
+
+TEST(LaunchRing, AFullRingSendsTheNextLaunchToTheSocketAndLaterOnesFollowItThere) {
+  TwoSides t = make_ring();
+  for (uint64_t i = 0; i < LaunchRing::kSlots; ++i) ASSERT_TRUE(*t.kad->try_write(bytes("x")));
+  EXPECT_FALSE(*t.kad->try_write(bytes("full"))) << "a full ring took a launch";
+  t.kad->note_socket_launch();  // that one went by the socket
+  t.worker->take();             // room again, but the socket's launch is not taken yet
+  EXPECT_FALSE(*t.kad->try_write(bytes("after"))) << "a launch would pass the socket's";
+  t.worker->note_socket_launch_taken();
+  EXPECT_TRUE(*t.kad->try_write(bytes("after")));
+}
+
+TEST(LaunchRing, PositionsTheWorkerCannotHaveReachedEndIt) {
+  TwoSides t = make_ring();
+  ASSERT_TRUE(*t.kad->try_write(bytes("one")));
+  t.worker->take();
+  t.worker->take();  // took a launch never written
+  absl::StatusOr<bool> written = t.kad->try_write(bytes("two"));
+  ASSERT_FALSE(written.ok());
+  EXPECT_EQ(written.status().code(), absl::StatusCode::kInternal);
+  EXPECT_NE(written.status().message().find("2 of 1 launches taken"), std::string::npos)
+      << written.status();
+
+  TwoSides u = make_ring();
+  u.worker->note_socket_launch_taken();  // one kad never sent
+  EXPECT_FALSE(u.kad->try_write(bytes("one")).ok());
+}
+
+TEST(LaunchRing, ASleepingWorkerIsWokenByALaunch) {
+  TwoSides t = make_ring();
+  std::thread worker([&] {
+    while (!t.worker->has_next()) t.worker->sleep(absl::Seconds(30), [] { return false; });
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // let it fall asleep
+  const auto began = std::chrono::steady_clock::now();
+  ASSERT_TRUE(*t.kad->try_write(bytes("wake")));
+  t.kad->wake();
+  worker.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(10))
+      << "the worker slept through the launch";
+}
+
+}  // namespace
+}  // namespace kad::server::worker
