@@ -105,7 +105,9 @@ void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read) {
   LaunchRingHeader& h = header();
   h.sleeping.store(1, std::memory_order_seq_cst);
   // After `sleeping` is set, kad's next write or message sees it and wakes
-  // this worker; anything that came before is seen here.
+  // this worker; anything that came before is seen here (the fence pairs
+  // with wake()'s: neither side's load passes its own store).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   if (h.written.load(std::memory_order_seq_cst) == h.taken.load(std::memory_order_relaxed) &&
       !more_to_read())
     sleep_on_word(timeout);
