@@ -9,6 +9,10 @@ QueueFinisher::QueueFinisher(StartThread start)
 
 QueueFinisher::~QueueFinisher() {
   stopping_.store(true);
+  {
+    absl::MutexLock lock(&mu_);
+    backlog_stops_ = true;
+  }
   backlog_thread_.join();  // after the backlog's work: it stops only when none is left
   absl::MutexLock lock(&mu_);
   for (Job& job : jobs_) job.thread.join();
@@ -19,16 +23,9 @@ void QueueFinisher::serve_backlog() {
     std::shared_ptr<Work> work;
     {
       absl::MutexLock lock(&mu_);
-      // stopping_ is not guarded by mu_: the 50 ms bound picks it up.
-      mu_.AwaitWithTimeout(
-          absl::Condition(
-              +[](std::deque<std::shared_ptr<Work>>* b) { return !b->empty(); }, &backlog_),
-          absl::Milliseconds(50));
-      if (backlog_.empty()) {
-        if (stopping_.load()) return;
-        continue;
-      }
-      work = backlog_.front();  // it stays listed while it runs, for wait_all
+      mu_.Await(absl::Condition(this, &QueueFinisher::backlog_has_work_or_stops));
+      if (backlog_.empty()) return;  // stopping, and nothing left
+      work = backlog_.front();       // it stays listed while it runs, for wait_all
     }
     work->run();
     absl::MutexLock lock(&mu_);

@@ -69,6 +69,9 @@ class QueueFinisher {
   // loops would hold that thread (gRPC's, or main's drain) for good.
   void start_locked(const std::shared_ptr<Work>& work) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void serve_backlog();
+  bool backlog_has_work_or_stops() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return !backlog_.empty() || backlog_stops_;
+  }
   const StartThread start_;
   absl::Mutex mu_;
   std::atomic<bool> stopping_{false};  // late-watchers stop waiting
@@ -77,6 +80,7 @@ class QueueFinisher {
   // its thread limit), run in order by one thread made with the finisher.
   // A looping kernel there holds up the work behind it, never a caller.
   std::deque<std::shared_ptr<Work>> backlog_ ABSL_GUARDED_BY(mu_);
+  bool backlog_stops_ ABSL_GUARDED_BY(mu_) = false;  // the finisher goes: once it is empty
   std::thread backlog_thread_;
 };
 
