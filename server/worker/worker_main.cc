@@ -179,15 +179,14 @@ class WorkerServer {
       std::span<const std::byte> payload;
       int fd = -1;
       // With a launch ring, the worker sleeps on the ring, where kad wakes
-      // it for a launch or a message; it reads its socket only when kad
-      // says a message is owed, and looks at it every 100 ms it slept, to
-      // learn that kad is gone (the hang-up is readable).
+      // it for a launch, a message or its hang-up (finish()); it reads its
+      // socket only when kad says a message is owed, and looks at it every
+      // 100 ms it slept, should kad have hung up some other way.
       if (ring_ && !reader.has_unread() && !ring_->message_owed(messages_read_)) {
         const absl::Time slept = absl::Now();
-        ring_->sleep(absl::Milliseconds(100),
-                     [this] { return ring_->message_owed(messages_read_); });
+        ring_->sleep(kSleepCheck, [this] { return ring_->message_owed(messages_read_); });
         if (ring_->has_next() || ring_->message_owed(messages_read_) ||
-            absl::Now() - slept < absl::Milliseconds(100) || !readable())
+            absl::Now() - slept < kSleepCheck || !readable())
           continue;
       }
       // A message is owed (or part of one came, or kad hung up): it comes
@@ -506,6 +505,7 @@ class WorkerServer {
 
   Connection connection_;
   Device& device_;
+  static constexpr absl::Duration kSleepCheck = absl::Milliseconds(100);
   std::unique_ptr<LaunchRing> ring_;  // once kad attached it (kLaunchRing)
   uint64_t messages_read_ = 0;        // since then
   LaunchRecord launch_;

@@ -206,6 +206,11 @@ bool WorkerProcess::reap_within(absl::Duration grace) {
 std::string WorkerProcess::finish(absl::Duration grace) {
   if (reaped_) return ended_;
   shutdown(connection_.fd(), SHUT_RDWR);
+  if (launch_ring_) {
+    // A worker asleep on its ring reads its socket, and sees the hang-up, now.
+    launch_ring_->note_message();
+    launch_ring_->wake();
+  }
   return reap_within(grace) ? ended_ : stop();
 }
 
