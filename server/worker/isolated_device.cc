@@ -342,6 +342,9 @@ absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* repo
     return absl::InternalError(
         absl::StrFormat("the worker answered with message %d of %d bytes", header.op, header.size));
   }
+  if (LaunchRing* ring = worker_->launch_ring(); ring != nullptr) {
+    if (absl::Status s = ring->check_messages_read(); !s.ok()) return s;
+  }
   std::memcpy(&r, payload.data(), sizeof r);
   if (flags != nullptr) *flags = r.flags;
   if (r.code < 0 || r.code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
@@ -421,7 +424,7 @@ void IsolatedDevice::check_alive() {
   // Every request reads its answer under mu_: with mu_ held, anything to
   // read on the connection means the worker hung up (or misbehaves).
   if (!worker_) return;
-  pollfd p{worker_->connection().fd(), POLLIN | POLLRDHUP, 0};
+  pollfd p{worker_->socket_fd(), POLLIN | POLLRDHUP, 0};
   if (poll(&p, 1, 0) > 0 && p.revents != 0)
     lose_worker(absl::UnavailableError("its connection closed"), nullptr);
 }

@@ -79,6 +79,20 @@ void LaunchRing::note_socket_launch_taken() {
                                 std::memory_order_release);
 }
 
+void LaunchRing::note_message_read() {
+  LaunchRingHeader& h = header();
+  h.messages_read.store(h.messages_read.load(std::memory_order_relaxed) + 1,
+                        std::memory_order_release);
+}
+
+absl::Status LaunchRing::check_messages_read() const {
+  const uint64_t read = header().messages_read.load(std::memory_order_acquire);
+  if (read == messages_sent_) return absl::OkStatus();
+  return absl::InternalError(
+      absl::StrFormat("the worker's launch ring says it read %d socket messages; kad sent %d", read,
+                      messages_sent_));
+}
+
 void LaunchRing::sleep_on_word(absl::Duration timeout) {
   shm::v1::futex_wait(&header().sleeping, 1, absl::ToInt64Nanoseconds(timeout));
 }

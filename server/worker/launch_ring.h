@@ -32,6 +32,10 @@ struct LaunchRingHeader {
   alignas(64) std::atomic<uint64_t> written{0};    // kad: launches written, counted from 0
   alignas(64) std::atomic<uint64_t> taken{0};      // the worker: launches it took from the ring
   std::atomic<uint64_t> socket_launches_taken{0};  // the worker: those that came by the socket
+  // The worker: socket messages it read since the ring was attached. When
+  // kad reads an answer, the worker has read all kad sent before it, and
+  // no more (kad sends nothing while it waits for an answer).
+  std::atomic<uint64_t> messages_read{0};
   // kad: messages it sent on the socket since the ring was attached. The
   // worker reads its socket only when one is owed: no poll per launch.
   alignas(64) std::atomic<uint64_t> messages{0};
@@ -65,7 +69,11 @@ class LaunchRing {
   absl::StatusOr<bool> try_write(std::span<const std::byte> record);
   void note_socket_launch() { ++socket_launches_; }
   // kad, after sending a message on the socket.
-  void note_message() { header().messages.fetch_add(1, std::memory_order_release); }
+  void note_message() { header().messages.store(++messages_sent_, std::memory_order_release); }
+  // kad, having read an answer: INTERNAL unless the worker says it read
+  // every message kad sent, and no more. A message sent past the count
+  // would wait for the worker's periodic look at its socket.
+  absl::Status check_messages_read() const;
   // kad, after writing a launch or sending a message: wakes the worker if
   // it sleeps.
   void wake();
@@ -79,6 +87,7 @@ class LaunchRing {
   std::span<const std::byte> next() const;
   void take();
   void note_socket_launch_taken();
+  void note_message_read();
   // The worker: whether kad has sent more messages than `read`.
   bool message_owed(uint64_t read) const {
     return header().messages.load(std::memory_order_acquire) > read;
@@ -98,6 +107,7 @@ class LaunchRing {
   std::byte* base_;
   uint64_t written_ = 0;          // kad's own count (the page's may be scribbled on)
   uint64_t socket_launches_ = 0;  // kad: launches it sent by the socket
+  uint64_t messages_sent_ = 0;    // kad: messages it sent on the socket
 };
 
 template <typename MoreToRead>

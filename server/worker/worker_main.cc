@@ -180,8 +180,9 @@ class WorkerServer {
       int fd = -1;
       // With a launch ring, the worker sleeps on the ring, where kad wakes
       // it for a launch, a message or its hang-up (finish()); it reads its
-      // socket only when kad says a message is owed, and looks at it every
-      // 100 ms it slept, should kad have hung up some other way.
+      // socket only when kad says a message is owed (kad checks the count at
+      // each answer), and looks at it every 5 s it slept, should kad have
+      // hung up some other way (every way it ends a worker wakes or kills it).
       if (ring_ && !reader.has_unread() && !ring_->message_owed(messages_read_)) {
         const absl::Time slept = absl::Now();
         ring_->sleep(kSleepCheck, [this] { return ring_->message_owed(messages_read_); });
@@ -195,7 +196,10 @@ class WorkerServer {
           reader.next(&header, &payload, &fd, absl::InfiniteFuture(), uint64_t{1} << 40);
       // The daemon hung up (or is gone): the worker's work is over.
       if (!got.ok()) return stop_reapers();
-      if (ring_) ++messages_read_;
+      if (ring_) {
+        ++messages_read_;
+        ring_->note_message_read();
+      }
       // Every launch kad wrote before it sent this message goes first.
       if (absl::Status s = take_ring_launches(); !s.ok()) return broken(s);
       if (absl::Status s = handle(static_cast<Op>(header.op), payload, fd); !s.ok()) {
@@ -505,7 +509,7 @@ class WorkerServer {
 
   Connection connection_;
   Device& device_;
-  static constexpr absl::Duration kSleepCheck = absl::Milliseconds(100);
+  static constexpr absl::Duration kSleepCheck = absl::Seconds(5);
   std::unique_ptr<LaunchRing> ring_;  // once kad attached it (kLaunchRing)
   uint64_t messages_read_ = 0;        // since then
   LaunchRecord launch_;

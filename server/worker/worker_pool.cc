@@ -85,7 +85,7 @@ void WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
   }
   for (const RecentKernel& k : recent) {
     const IdRecord r{k.id};
-    if (!worker.connection()
+    if (!worker
              .send(Op::kLoadKernel, bytes_of(r),
                    std::as_bytes(std::span<const char>(k.request->data(), k.request->size())))
              .ok()) {

@@ -46,7 +46,9 @@ class WorkerProcess {
   absl::flat_hash_set<uint64_t> preloaded;
   // The tenant whose CPU group (cpu_groups.h) it is in; empty: none yet.
   std::string cpu_group;
-  Connection& connection() { return connection_; }
+  // The socket, to poll: messages go by send() alone, which counts them
+  // for a worker asleep on its launch ring (LaunchRing::message_owed).
+  int socket_fd() const { return connection_.fd(); }
   MessageReader& reader() { return reader_; }
   // Sends one message and wakes the worker if it sleeps on its launch ring.
   absl::Status send(Op op, std::span<const std::byte> a, std::span<const std::byte> b = {},

@@ -52,6 +52,29 @@ TEST(LaunchRing, LaunchesComeOutWholeAndInOrderPastTheRingsSize) {
   }
 }
 
+TEST(LaunchRing, AnAnswerFindsTheWorkerHasReadEveryMessageKadSentAndNoMore) {
+  TwoSides t = make_ring();
+  EXPECT_TRUE(t.kad->check_messages_read().ok());
+  t.kad->note_message();
+  t.kad->note_message();
+  EXPECT_TRUE(t.worker->message_owed(0));
+  EXPECT_TRUE(t.worker->message_owed(1));
+  EXPECT_FALSE(t.worker->message_owed(2));
+  t.worker->note_message_read();
+  absl::Status behind = t.kad->check_messages_read();
+  EXPECT_EQ(behind.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(behind.message().find("read 1 socket messages; kad sent 2"), std::string::npos)
+      << behind;
+  t.worker->note_message_read();
+  EXPECT_TRUE(t.kad->check_messages_read().ok());
+  // A message kad sent without counting it (the worker read it at its
+  // periodic look): every later one would wait for that look too.
+  t.worker->note_message_read();
+  absl::Status ahead = t.kad->check_messages_read();
+  EXPECT_EQ(ahead.code(), absl::StatusCode::kInternal);
+  EXPECT_NE(ahead.message().find("read 3 socket messages; kad sent 2"), std::string::npos) << ahead;
+}
+
 TEST(LaunchRing, AFullRingSendsTheNextLaunchToTheSocketAndLaterOnesFollowItThere) {
   TwoSides t = make_ring();
   for (uint64_t i = 0; i < LaunchRing::kSlots; ++i) ASSERT_TRUE(*t.kad->try_write(bytes("x")));

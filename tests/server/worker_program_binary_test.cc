@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
 #include "gtest/gtest.h"
@@ -129,6 +130,40 @@ TEST(WorkerProgramBinaries, WorkersRunTheGenericWorkGroupFunctionUnlessToldToSpe
   const std::set<std::string> built = workgroup_functions(device.worker_pid(), "salted_generic");
   EXPECT_GE(built.size(), 2u) << "only the generic work-group function was built";
   EXPECT_TRUE(built.contains("0-0-0"));
+}
+
+// A spare loads the device's recent kernels before anyone takes it, by
+// messages on its socket while it already sleeps on its launch ring: they
+// count as messages sent, as every other does, or the session that takes
+// it would find each request waiting for the worker's periodic look at its
+// socket (kad now ends a worker whose count is off, so that costs the
+// session its worker here).
+TEST(WorkerProgramBinaries, ASpareLoadsTheRecentKernelsAheadAndServesTheSessionThatTakesIt) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 1});
+  pool.keep_ready(testing::pocl_device().info().id);
+  const int32_t salt = static_cast<int32_t>((getpid() ^ time(nullptr)) & 0xffff) | 3;
+  std::unique_ptr<Kernel> kernel = salted_kernel(salt, "salted_preloaded");
+  ASSERT_NE(kernel, nullptr);
+  KernelCache cache;
+  IsolatedDevice first(testing::pocl_device(), pool);
+  launch_and_check(first, *kernel, cache, salt);
+  ASSERT_EQ(pool.stats().binary_loads, 1u);
+  // The spare started before that launch knows nothing of its kernel: taken
+  // away, the one started after it loads the kernel the first session ran.
+  absl::StatusOr<std::unique_ptr<server::worker::WorkerProcess>> stale =
+      pool.take(testing::pocl_device().info().id);
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while ((pool.stats().ready == 0 || pool.stats().binary_loads < 2) && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_EQ(pool.stats().ready, 1u);
+  ASSERT_EQ(pool.stats().binary_loads, 2u) << "the spare did not load the recent kernel";
+
+  IsolatedDevice second(testing::pocl_device(), pool);
+  launch_and_check(second, *kernel, cache, salt);
+  launch_and_check(second, *kernel, cache, salt);
+  EXPECT_EQ(pool.stats().binary_loads, 2u) << "the session's worker loaded the kernel again";
+  EXPECT_EQ(pool.stats().crashed + pool.stats().timed_out, 0u);
 }
 
 }  // namespace
