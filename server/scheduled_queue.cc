@@ -11,12 +11,17 @@ namespace kad::server {
 
 namespace {
 
-// What a wait for `event` needs: it went to the device (or failed to).
-struct Sent {
+// What a wait for `event` needs: it went to the device (or failed to), or
+// launches of the queue were granted slots, for the wait to send.
+struct SentOrGranted {
   const EventId* dispatched;
   const bool* stop;
+  const uint32_t* held;
+  const DeviceScheduler::Flow* flow;
   EventId event;
-  bool operator()() const { return *dispatched >= event || *stop; }
+  bool operator()() const {
+    return *dispatched >= event || *stop || (*held > 0 && flow->granted() > 0);
+  }
 };
 
 int64_t steady_ns() {
@@ -123,8 +128,10 @@ void ScheduledQueue::pump() {
   absl::MutexLock lock(&mu());
   const absl::Condition work(
       +[](ScheduledQueue* q) {
-        return q->stop_ || (q->held_count_ > 0 && q->flow_->granted() > 0) ||
-               (q->in_flight_count_ > 0 && q->scheduler_.anyone_waits_locked());
+        return q->stop_ ||
+               (q->held_count_ > 0 && q->flow_->granted() > 0 && q->dispatching_waits_ == 0) ||
+               (q->in_flight_count_ > 0 && q->scheduler_.anyone_waits_locked() &&
+                !q->a_wait_watches_ends_locked());
       },
       this);
   while (true) {
@@ -139,10 +146,12 @@ void ScheduledQueue::pump() {
       mu().Await(work);
     }
     if (stop_) return;
-    if (held_count_ > 0 && flow_->granted() > 0) {
+    if (held_count_ > 0 && flow_->granted() > 0 && dispatching_waits_ == 0) {
       dispatch_granted();
       continue;
     }
+    if (in_flight_count_ == 0 || !scheduler_.anyone_waits_locked() || a_wait_watches_ends_locked())
+      continue;
     // Someone waits for a slot: learn when ours end. With another queue
     // waiting, each launch's end frees a slot for it at once; with only our
     // own launches waiting, half of what is on the device at a time (fewer
@@ -248,10 +257,23 @@ void ScheduledQueue::note_error_locked(EventId event, absl::Status status, bool 
 absl::Status ScheduledQueue::wait(EventId event) {
   absl::MutexLock lock(&mu());
   if (absl::Status s = check_issued(event, issued_ + 1); !s.ok()) return s;
-  const Sent sent{&dispatched_, &stop_, event};
-  mu().Await(absl::Condition(&sent));
+  // Until the launch has gone to the device, this thread sends what is
+  // granted (in order, ours or earlier ones), as the pump would.
+  const SentOrGranted sent{&dispatched_, &stop_, &held_count_, flow_.get(), event};
+  ++dispatching_waits_;
+  for (;;) {
+    mu().Await(absl::Condition(&sent));
+    if (dispatched_ >= event || stop_) break;
+    dispatch_granted();
+  }
+  --dispatching_waits_;
   absl::Status status;
-  if (event > ended_) status = wait_sent_locked(event);
+  if (event > ended_) {
+    ++device_waits_;
+    device_wait_target_ = std::max(device_wait_target_, event);
+    status = wait_sent_locked(event);
+    if (--device_waits_ == 0) device_wait_target_ = 0;
+  }
   // The first failure is what a wait reports, once: one the pump saw (or a
   // held launch the driver refused) comes before what the device says now,
   // which may be the same failure again.

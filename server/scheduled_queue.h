@@ -15,6 +15,13 @@
 // queue's pump thread (started by its first launch) dispatches it once
 // granted a slot, and learns when the queue's launches end so that slots
 // come free for everyone, whether or not the client ever waits.
+//
+// A client that waits does the pump's part itself while it can, so that a
+// slot that comes free reaches the device through one thread woken, not
+// two: a wait sends the queue's granted launches until its own has gone,
+// and while it waits on the device for the queue's only launch there, the
+// pump does not watch that launch too (a synchronous client's queue never
+// wakes its pump).
 #pragma once
 
 #include <array>
@@ -118,6 +125,18 @@ class ScheduledQueue final : public Queue {
   absl::Status error_ ABSL_GUARDED_BY(scheduler_.mu());
   EventId error_event_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
   bool stop_ ABSL_GUARDED_BY(scheduler_.mu()) = false;
+  // Waits whose launch has not gone to the device yet: they send granted
+  // launches, not the pump.
+  uint32_t dispatching_waits_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  // Waits on the device, and the latest event one of them waits for.
+  uint32_t device_waits_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  EventId device_wait_target_ ABSL_GUARDED_BY(scheduler_.mu()) = 0;
+  // Whether a wait on the device sees the end of every launch of ours
+  // there (it is the only one), so that the pump need not watch it.
+  bool a_wait_watches_ends_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu()) {
+    return device_waits_ > 0 && in_flight_count_ == 1 &&
+           in_flight_[in_flight_first_].event <= device_wait_target_;
+  }
   std::once_flag pump_started_;
   std::thread pump_;
 };

@@ -156,6 +156,42 @@ TEST_F(ScheduledQueueTest, ALaunchPastTheDepthGoesStraightToTheDeviceWhenEarlier
   EXPECT_EQ(sent.other_threads(), 0) << "launches the pump sent";
 }
 
+// A client that waits for its held launch sends it to the device itself
+// when the slot is granted: one thread woken between a slot coming free and
+// the device, not the queue's pump and then the client.
+TEST_F(ScheduledQueueTest, AWaitingClientSendsItsOwnHeldLaunchWhenItsTurnComes) {
+  DeviceScheduler scheduler(1);  // one launch on the device
+  auto real_a = device().create_queue();
+  auto real_b = device().create_queue();
+  ASSERT_TRUE(real_a.ok() && real_b.ok());
+  int tenant_a = 0, tenant_b = 0;
+  ScheduledQueue a(scheduler, *std::move(real_a), &tenant_a, 1, 0);
+  auto injecting = std::make_unique<InjectingQueue>(*std::move(real_b), 0);
+  InjectingQueue& sent_b = *injecting;
+  ScheduledQueue b(scheduler, std::move(injecting), &tenant_b, 1, 0);
+  auto kernel = increment();
+  constexpr int64_t kLong = int64_t{1} << 22;  // a few milliseconds on the device
+  auto x = make_buffer<int32_t>(kLong, 0), y = make_buffer<int32_t>(4, 0);
+  const KernelArg on_x[] = {KernelArg::of_buffer(*x)}, on_y[] = {KernelArg::of_buffer(*y)};
+  const NdRange long_range(Dims{kLong}), range(Dims{4});
+  for (int round = 1; round <= 5; ++round) {
+    // a has the one slot: b's launch waits in kad, and this thread waits for it.
+    ASSERT_TRUE(kad::launch(*kernel, a, cache(), {&long_range, nullptr, on_x}).ok());
+    const uint64_t held_before = scheduler.stats().held_total;
+    auto r = kad::launch(*kernel, b, cache(), {&range, nullptr, on_y});
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_EQ(scheduler.stats().held_total, held_before + 1) << "b's launch was not held";
+    ASSERT_TRUE(b.wait(r->event).ok());
+  }
+  EXPECT_EQ(sent_b.other_threads(), 0)
+      << "launches of b that its pump sent, not its waiting client";
+  std::vector<int32_t> got(4);
+  ASSERT_TRUE(b.read_buffer(*y, 0, std::as_writable_bytes(std::span(got))).ok());
+  EXPECT_EQ(got, std::vector<int32_t>(4, 5));
+  EXPECT_TRUE(a.finish().ok());
+  EXPECT_EQ(scheduler.stats().in_flight, 0u);
+}
+
 TEST_F(ScheduledQueueTest, AFailureTheDeviceReportsOnceReachesTheWaitWhenThePumpSawItFirst) {
   DeviceScheduler scheduler(1);
   auto real_a = device().create_queue();
