@@ -77,7 +77,7 @@ void WorkerPool::remember(const std::string& device_id, uint64_t kernel_id,
   if (recent.size() > kRecentKernels) recent.pop_back();
 }
 
-void WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
+absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
   std::vector<RecentKernel> recent;
   {
     absl::MutexLock lock(&mu_);
@@ -85,21 +85,26 @@ void WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
   }
   for (const RecentKernel& k : recent) {
     const IdRecord r{k.id};
-    if (!worker
-             .send(Op::kLoadKernel, bytes_of(r),
-                   std::as_bytes(std::span<const char>(k.request->data(), k.request->size())))
-             .ok()) {
-      return;
+    if (absl::Status s =
+            worker.send(Op::kLoadKernel, bytes_of(r),
+                        std::as_bytes(std::span<const char>(k.request->data(), k.request->size())));
+        !s.ok()) {
+      return s;
     }
     Header header;
     std::span<const std::byte> payload;
     StatusRecord status;
-    if (!worker.reader()
-             .next(&header, &payload, nullptr, absl::Now() + options_.compile_timeout,
-                   kMaxReplyBytes)
-             .ok() ||
-        header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof status) {
-      return;  // a worker that cannot load is taken as it is; its first launch will tell
+    if (absl::Status s = worker.reader().next(
+            &header, &payload, nullptr, absl::Now() + options_.compile_timeout, kMaxReplyBytes);
+        !s.ok()) {
+      return s;
+    }
+    if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof status) {
+      return absl::InternalError(
+          absl::StrFormat("it answered with message %d of %d bytes", header.op, header.size));
+    }
+    if (LaunchRing* ring = worker.launch_ring(); ring != nullptr) {
+      if (absl::Status s = ring->check_messages_read(); !s.ok()) return s;
     }
     std::memcpy(&status, payload.data(), sizeof status);
     if (status.code == 0) {
@@ -107,6 +112,7 @@ void WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
       note_load((status.flags & kLoadedProgramBinary) != 0);
     }
   }
+  return absl::OkStatus();
 }
 
 void WorkerPool::watch(std::weak_ptr<DeadlineWatched> device) {
@@ -226,8 +232,14 @@ void WorkerPool::refill() {
         }
       }
       if (w.ok() && batch[i].spare) {
-        preload(**w, device);
-        if (options_.ready_spare) options_.ready_spare(**w);
+        if (absl::Status s = preload(**w, device); !s.ok()) {
+          const std::string ended = (*w)->stop();
+          w = absl::UnavailableError(absl::StrFormat(
+              "a spare worker for %s failed loading the device's recent kernels (%s; it %s)",
+              device, s.message(), ended));
+        } else if (options_.ready_spare) {
+          options_.ready_spare(**w);
+        }
       }
       absl::MutexLock lock(&mu_);
       --starting_[device];
@@ -237,6 +249,7 @@ void WorkerPool::refill() {
         spdlog::warn("{}", std::string(w.status().message()));
         failed_[device] = w.status();
         ++failures_;
+        ++stats_.failed_starts;
         devices_.erase(std::remove(devices_.begin(), devices_.end(), device), devices_.end());
         continue;
       }

@@ -84,6 +84,7 @@ class WorkerPool {
     uint64_t started = 0;          // workers started, spares and compile workers included
     uint64_t compile_workers = 0;  // of those, started for one compile each
     uint64_t ready = 0;            // spares started and not taken
+    uint64_t failed_starts = 0;    // workers that failed to start, or to ready as spares
     uint64_t crashed = 0;          // workers a client's kernel ended
     uint64_t timed_out = 0;        // workers stopped at a deadline (a launch's or a compile's)
     // Kernels loaded into session workers and spares: from the program binary
@@ -103,7 +104,10 @@ class WorkerPool {
   void refill();
   void watchdog();
   // Loads the device's recent kernels into a spare before anyone takes it.
-  void preload(WorkerProcess& worker, const std::string& device_id);
+  // A kernel the worker cannot load is left out; an error means the worker
+  // itself failed (no answer, or a malformed one) and must not be used: an
+  // answer it still owes would reach the session that took it.
+  absl::Status preload(WorkerProcess& worker, const std::string& device_id);
 
   WorkerOptions options_;
   mutable absl::Mutex mu_;

@@ -124,12 +124,15 @@ absl::Status WorkerProcess::await_hello(absl::Time deadline) {
 
 absl::Status WorkerProcess::send(Op op, std::span<const std::byte> a, std::span<const std::byte> b,
                                  int pass_fd) {
-  absl::Status s = connection_.send(op, a, b, pass_fd);
+  // Counted and woken before the bytes go: a message larger than the
+  // socket's buffer blocks this send until the worker reads, which it does
+  // only once the count says a message is owed. (A send that fails ends the
+  // worker, counted or not.)
   if (launch_ring_) {
-    if (s.ok()) launch_ring_->note_message();
+    launch_ring_->note_message();
     launch_ring_->wake();
   }
-  return s;
+  return connection_.send(op, a, b, pass_fd);
 }
 
 absl::Status WorkerProcess::attach_launch_ring(absl::Time deadline) {

@@ -1,0 +1,94 @@
+// Messages from kad to a session's worker that sleeps on its launch ring
+// (server/worker/launch_ring.h): the worker reads its socket only when
+// kad's count says a message is owed, so every message is counted, and
+// counted before its bytes go.
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "server/worker/worker_codec.h"
+#include "server/worker/worker_pool.h"
+#include "tests/support/pocl.h"
+
+namespace kad::server::worker {
+namespace {
+
+// A message larger than the socket's buffer blocks kad's send until the
+// worker reads. Counted only after the send, it would wait for the
+// worker's periodic look at its socket (5 s); counted first, the worker
+// reads it as it comes.
+TEST(WorkerMessages, AMessageLargerThanTheSocketsBufferReachesASleepingWorkerAtOnce) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 1});
+  const std::string device = testing::pocl_device().info().id;
+  pool.keep_ready(device);
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (pool.stats().ready == 0 && absl::Now() < give_up) absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_EQ(pool.stats().ready, 1u);
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> w = pool.take(device);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_NE((*w)->launch_ring(), nullptr) << "a spare has its launch ring";
+  absl::SleepFor(absl::Milliseconds(200));  // asleep on its ring by now
+
+  // 8 MiB of a module in a format no device knows: the worker reads all of
+  // it, and answers at once that it cannot load it.
+  wire::Compile m;
+  m.set_format(9999);
+  m.set_module(std::string(8 << 20, 'x'));
+  const std::string request = m.SerializeAsString();
+  const IdRecord id{1};
+  const absl::Time sent = absl::Now();
+  ASSERT_TRUE((*w)->send(Op::kLoadKernel, bytes_of(id), std::as_bytes(std::span(request))).ok());
+  Header header;
+  std::span<const std::byte> payload;
+  ASSERT_TRUE((*w)->reader()
+                  .next(&header, &payload, nullptr, sent + absl::Seconds(30), kMaxReplyBytes)
+                  .ok());
+  EXPECT_EQ(header.op, static_cast<uint32_t>(Op::kStatus));
+  StatusRecord status;
+  ASSERT_GE(payload.size(), sizeof status);
+  std::memcpy(&status, payload.data(), sizeof status);
+  EXPECT_NE(status.code, 0) << "a module in format 9999 loaded";
+  // Far under the worker's 5 s look: the message was read as it came.
+  EXPECT_LT(absl::Now() - sent, absl::Seconds(3))
+      << "the worker read the message only at its periodic look at its socket";
+  EXPECT_TRUE((*w)->launch_ring()->check_messages_read().ok());
+}
+
+// A spare that fails while loading the device's recent kernels (here: a
+// request it cannot parse, which ends it) is stopped, never given to a
+// session: it could owe an answer that the session's first request would
+// read as its own. A take then gets a worker started for it.
+TEST(WorkerMessages, ASpareThatFailsLoadingTheRecentKernelsIsNeverGivenToASession) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 1});
+  const std::string device = testing::pocl_device().info().id;
+  pool.remember(device, 7, std::make_shared<const std::string>("not a compile request"));
+  pool.keep_ready(device);
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (pool.stats().failed_starts == 0 && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_EQ(pool.stats().failed_starts, 1u);
+  EXPECT_EQ(pool.stats().ready, 0u) << "the failed spare is ready for a session";
+
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> w = pool.take(device);
+  ASSERT_TRUE(w.ok()) << w.status();
+  wire::Compile m;
+  m.set_format(9999);
+  const std::string request = m.SerializeAsString();
+  const IdRecord id{1};
+  ASSERT_TRUE((*w)->send(Op::kLoadKernel, bytes_of(id), std::as_bytes(std::span(request))).ok());
+  Header header;
+  std::span<const std::byte> payload;
+  const absl::Status got = (*w)->reader().next(&header, &payload, nullptr,
+                                               absl::Now() + absl::Seconds(30), kMaxReplyBytes);
+  ASSERT_TRUE(got.ok()) << got;
+  StatusRecord status;
+  ASSERT_EQ(header.op, static_cast<uint32_t>(Op::kStatus));
+  ASSERT_GE(payload.size(), sizeof status);
+  std::memcpy(&status, payload.data(), sizeof status);
+  EXPECT_NE(status.code, 0) << "the answer to this request, not another";
+}
+
+}  // namespace
+}  // namespace kad::server::worker
