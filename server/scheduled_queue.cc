@@ -12,16 +12,18 @@ namespace kad::server {
 namespace {
 
 // What a wait for `event` needs: it went to the device (or failed to), or
-// launches of the queue were granted slots, for the wait to send.
+// launches of the queue were granted slots, for the wait to send. An id
+// the driver refused on the direct path is issued again to the next launch
+// (enqueue_kernel): till then, a wait for it waits for the launches before.
 struct SentOrGranted {
   const EventId* dispatched;
+  const EventId* issued;
   const bool* stop;
   const uint32_t* held;
   const DeviceScheduler::Flow* flow;
   EventId event;
-  bool operator()() const {
-    return *dispatched >= event || *stop || (*held > 0 && flow->granted() > 0);
-  }
+  bool sent() const { return *dispatched >= std::min(event, *issued); }
+  bool operator()() const { return sent() || *stop || (*held > 0 && flow->granted() > 0); }
 };
 
 int64_t steady_ns() {
@@ -163,11 +165,11 @@ void ScheduledQueue::pump() {
   }
 }
 
-void ScheduledQueue::dispatch_granted() {
+void ScheduledQueue::dispatch_granted(EventId until) {
   mu().Unlock();
   dispatch_mu_.Lock();
   mu().Lock();
-  while (held_count_ > 0 && flow_->granted() > 0 && !stop_) {
+  while (held_count_ > 0 && flow_->granted() > 0 && !stop_ && dispatched_ < until) {
     // The caller writes only past the held launches: this one stays as it is.
     const HeldLaunch& h = held_[held_first_];
     mu().Unlock();
@@ -259,12 +261,12 @@ absl::Status ScheduledQueue::wait(EventId event) {
   if (absl::Status s = check_issued(event, issued_ + 1); !s.ok()) return s;
   // Until the launch has gone to the device, this thread sends what is
   // granted (in order, ours or earlier ones), as the pump would.
-  const SentOrGranted sent{&dispatched_, &stop_, &held_count_, flow_.get(), event};
+  const SentOrGranted sent{&dispatched_, &issued_, &stop_, &held_count_, flow_.get(), event};
   ++dispatching_waits_;
   for (;;) {
     mu().Await(absl::Condition(&sent));
-    if (dispatched_ >= event || stop_) break;
-    dispatch_granted();
+    if (sent.sent() || stop_) break;
+    dispatch_granted(event);
   }
   --dispatching_waits_;
   absl::Status status;

@@ -85,7 +85,8 @@ class ScheduledQueue final : public Queue {
   absl::Mutex& mu() const ABSL_LOCK_RETURNED(scheduler_.mu()) { return scheduler_.mu(); }
   void pump();
   // Sends granted held launches to the device, in order.
-  void dispatch_granted() ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
+  // A wait stops once `until` has gone (the pump goes on while any are granted).
+  void dispatch_granted(EventId until = ~EventId{0}) ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());
   // Records a launch sent to the device.
   void sent_locked(EventId event, EventId device_event, int64_t accepted_ns)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(scheduler_.mu());

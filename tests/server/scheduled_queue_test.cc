@@ -9,6 +9,7 @@
 #include "server/scheduled_queue.h"
 
 #include <chrono>
+#include <future>
 #include <thread>
 #include <vector>
 
@@ -25,14 +26,23 @@ class InjectingQueue final : public Queue {
   // them ended. That first wait answers once a second wait comes, or after
   // a second: a second wait can come only while the first is in the
   // queue, not once it has answered.
-  InjectingQueue(std::unique_ptr<Queue> inner, int refuse, bool lose_once = false)
-      : inner_(std::move(inner)), refuse_(refuse), lose_once_(lose_once) {}
+  // `refuse_after`: how long the refused enqueue takes, as a driver that
+  // refuses only after a while.
+  InjectingQueue(std::unique_ptr<Queue> inner, int refuse, bool lose_once = false,
+                 std::chrono::milliseconds refuse_after = std::chrono::milliseconds(0))
+      : inner_(std::move(inner)),
+        refuse_(refuse),
+        lose_once_(lose_once),
+        refuse_after_(refuse_after) {}
   Device& device() const override { return inner_->device(); }
   absl::StatusOr<EventId> enqueue_kernel(CompiledKernel& k, const LaunchGeometry& g,
                                          const LaunchContext& c,
                                          std::span<const KernelArg> a) override {
     if (std::this_thread::get_id() != created_by_) ++other_threads_;
-    if (++calls_ == refuse_) return absl::ResourceExhaustedError("out of command slots (injected)");
+    if (++calls_ == refuse_) {
+      std::this_thread::sleep_for(refuse_after_);
+      return absl::ResourceExhaustedError("out of command slots (injected)");
+    }
     return inner_->enqueue_kernel(k, g, c, a);
   }
   absl::Status write_buffer(Buffer& b, uint64_t o, std::span<const std::byte> d) override {
@@ -70,6 +80,7 @@ class InjectingQueue final : public Queue {
   std::unique_ptr<Queue> inner_;
   const int refuse_;
   const bool lose_once_;
+  const std::chrono::milliseconds refuse_after_;
   int calls_ = 0;  // only the queue's one dispatcher at a time calls enqueue_kernel
   const std::thread::id created_by_ = std::this_thread::get_id();
   std::atomic<int> other_threads_{0};
@@ -99,12 +110,14 @@ TEST_F(ScheduledQueueTest, AHeldLaunchTheDriverRefusesIsReportedOnceByTheNextWai
                        0);
   ScheduledQueue other(scheduler, *std::move(real_other), &other_tenant, 1, 0);
   auto kernel = increment();
-  auto x = make_buffer<int32_t>(4, 0), y = make_buffer<int32_t>(4, 0);
+  constexpr int64_t kLong = int64_t{1} << 22;  // a few milliseconds on the device
+  auto x = make_buffer<int32_t>(4, 0), y = make_buffer<int32_t>(kLong, 0);
   const KernelArg args[] = {KernelArg::of_buffer(*x)};
-  const NdRange range(Dims{4});
-  // Another queue has the one slot: every launch of `queue` waits in kad.
+  const NdRange range(Dims{4}), long_range(Dims{kLong});
+  // Another queue has the one slot, long enough that every launch of
+  // `queue` waits in kad.
   const KernelArg on_y[] = {KernelArg::of_buffer(*y)};
-  ASSERT_TRUE(kad::launch(*kernel, other, cache(), {&range, nullptr, on_y}).ok());
+  ASSERT_TRUE(kad::launch(*kernel, other, cache(), {&long_range, nullptr, on_y}).ok());
   std::vector<EventId> events;
   for (int i = 0; i < 3; ++i) {
     auto r = kad::launch(*kernel, queue, cache(), {&range, nullptr, args});
@@ -218,6 +231,40 @@ TEST_F(ScheduledQueueTest, AFailureTheDeviceReportsOnceReachesTheWaitWhenThePump
   EXPECT_EQ(waited.message(), "launch 1 was lost with the worker (injected)");
   EXPECT_TRUE(a.wait(first->event).ok()) << "reported once";
   EXPECT_TRUE(b.finish().ok());
+}
+
+// A finish that reads the queue's newest id while the driver is still
+// refusing that launch (sent from the caller's thread) does not wait for it
+// forever: the id is taken back, and the finish waits for the launches
+// before it.
+TEST_F(ScheduledQueueTest, AFinishWhileTheDriverRefusesTheNewestLaunchReturns) {
+  DeviceScheduler scheduler(4);
+  auto real = device().create_queue();
+  ASSERT_TRUE(real.ok()) << real.status();
+  ScheduledQueue queue(
+      scheduler,
+      std::make_unique<InjectingQueue>(*std::move(real), 2, false, std::chrono::milliseconds(300)),
+      nullptr, 1, 0);
+  auto kernel = increment();
+  auto x = make_buffer<int32_t>(4, 0);
+  const KernelArg args[] = {KernelArg::of_buffer(*x)};
+  const NdRange range(Dims{4});
+  ASSERT_TRUE(kad::launch(*kernel, queue, cache(), {&range, nullptr, args}).ok());
+  std::thread refused([&] {
+    EXPECT_FALSE(kad::launch(*kernel, queue, cache(), {&range, nullptr, args}).ok());
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // launch 2 is in the driver
+  auto finished = std::async(std::launch::async, [&] { return queue.finish(); });
+  if (finished.wait_for(std::chrono::seconds(10)) == std::future_status::timeout) {
+    ADD_FAILURE() << "the finish waits for the refused launch's id";
+    // A launch that takes the id again lets it end.
+    EXPECT_TRUE(kad::launch(*kernel, queue, cache(), {&range, nullptr, args}).ok());
+  }
+  EXPECT_TRUE(finished.get().ok());
+  refused.join();
+  std::vector<int32_t> got(4);
+  ASSERT_TRUE(queue.read_buffer(*x, 0, std::as_writable_bytes(std::span(got))).ok());
+  EXPECT_GE(got[0], 1);
 }
 
 TEST_F(ScheduledQueueTest, AWaitForAnEventNeverIssuedIsRefusedNamingIt) {
