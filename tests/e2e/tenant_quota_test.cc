@@ -30,6 +30,7 @@
 #include "server/worker/cpu_groups.h"
 #include "tests/e2e/e2e.h"
 #include "tests/support/daemon.h"
+#include "tests/support/worker_process.h"
 
 namespace kad::testing {
 namespace {
@@ -441,8 +442,8 @@ int nice_of_threads(pid_t pid) {
   std::error_code ec;
   for (const auto& task :
        std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
-    std::ifstream in(task.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
+    const std::string stat = testing::read_proc_file(task.path() / "stat");
+    if (stat.empty()) continue;  // the thread ended
     // Fields after the command's closing parenthesis: state is field 3,
     // nice is field 19.
     std::istringstream fields(stat.substr(stat.rfind(')') + 2));
@@ -462,9 +463,8 @@ std::vector<pid_t> children_of(pid_t parent) {
   for (const auto& e : std::filesystem::directory_iterator("/proc")) {
     const std::string name = e.path().filename().string();
     if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    std::ifstream in(e.path() / "stat");
-    std::string stat((std::istreambuf_iterator<char>(in)), {});
-    if (stat.empty()) continue;
+    const std::string stat = testing::read_proc_file(e.path() / "stat");
+    if (stat.empty()) continue;  // the process ended
     std::istringstream fields(stat.substr(stat.rfind(')') + 2));
     std::string state;
     pid_t ppid = 0;

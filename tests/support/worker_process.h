@@ -10,4 +10,8 @@ namespace kad::testing {
 // The worker's own folder (its --worker-dir), "" if it has none or is gone.
 std::string worker_dir_of(pid_t pid);
 
+// The whole of a /proc file, "" if it cannot be read: a process that ends
+// meanwhile makes the read fail (ESRCH), which a stream iterator throws.
+std::string read_proc_file(const std::string& path);
+
 }  // namespace kad::testing
