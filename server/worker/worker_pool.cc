@@ -85,11 +85,18 @@ absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& devic
   }
   for (const RecentKernel& k : recent) {
     const IdRecord r{k.id};
+    // A kernel whose load ends its worker is preloaded no more: a client's
+    // kernel cannot keep every spare from starting.
+    auto failed = [&](const absl::Status& s) {
+      absl::MutexLock lock(&mu_);
+      std::erase_if(recent_[device_id], [&](const RecentKernel& e) { return e.id == k.id; });
+      return absl::Status(s.code(), absl::StrFormat("kernel %d: %s", k.id, s.message()));
+    };
     if (absl::Status s =
             worker.send(Op::kLoadKernel, bytes_of(r),
                         std::as_bytes(std::span<const char>(k.request->data(), k.request->size())));
         !s.ok()) {
-      return s;
+      return failed(s);
     }
     Header header;
     std::span<const std::byte> payload;
@@ -97,14 +104,14 @@ absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& devic
     if (absl::Status s = worker.reader().next(
             &header, &payload, nullptr, absl::Now() + options_.compile_timeout, kMaxReplyBytes);
         !s.ok()) {
-      return s;
+      return failed(s);
     }
     if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof status) {
-      return absl::InternalError(
-          absl::StrFormat("it answered with message %d of %d bytes", header.op, header.size));
+      return failed(absl::InternalError(
+          absl::StrFormat("it answered with message %d of %d bytes", header.op, header.size)));
     }
     if (LaunchRing* ring = worker.launch_ring(); ring != nullptr) {
-      if (absl::Status s = ring->check_messages_read(); !s.ok()) return s;
+      if (absl::Status s = ring->check_messages_read(); !s.ok()) return failed(s);
     }
     std::memcpy(&status, payload.data(), sizeof status);
     if (status.code == 0) {
@@ -231,18 +238,26 @@ void WorkerPool::refill() {
                               s.message(), ended));
         }
       }
+      // A spare that fails while preloading is stopped (it could owe an
+      // answer); the next one starts without the kernel that failed.
+      bool discarded = false;
       if (w.ok() && batch[i].spare) {
         if (absl::Status s = preload(**w, device); !s.ok()) {
           const std::string ended = (*w)->stop();
-          w = absl::UnavailableError(absl::StrFormat(
-              "a spare worker for %s failed loading the device's recent kernels (%s; it %s)",
-              device, s.message(), ended));
+          spdlog::warn(
+              "a spare worker for {} failed loading the device's recent kernels ({}; it {})",
+              device, std::string(s.message()), ended);
+          discarded = true;
         } else if (options_.ready_spare) {
           options_.ready_spare(**w);
         }
       }
       absl::MutexLock lock(&mu_);
       --starting_[device];
+      if (discarded) {
+        ++stats_.failed_starts;
+        continue;
+      }
       if (!w.ok()) {
         // Takes waiting now fail with the reason; spares stop for this device
         // (a take still tries again).

@@ -106,7 +106,8 @@ class WorkerPool {
   // Loads the device's recent kernels into a spare before anyone takes it.
   // A kernel the worker cannot load is left out; an error means the worker
   // itself failed (no answer, or a malformed one) and must not be used: an
-  // answer it still owes would reach the session that took it.
+  // answer it still owes would reach the session that took it. The kernel
+  // it failed on is then dropped from the recent ones.
   absl::Status preload(WorkerProcess& worker, const std::string& device_id);
 
   WorkerOptions options_;
