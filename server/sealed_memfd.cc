@@ -32,4 +32,26 @@ absl::StatusOr<int> create_sealed_memfd(const char* name, uint64_t bytes) {
   return fd;
 }
 
+absl::StatusOr<SharedMapping> SharedMapping::create(const char* name, uint64_t bytes) {
+  absl::StatusOr<int> fd = create_sealed_memfd(name, bytes);
+  if (!fd.ok()) return fd.status();
+  return map(*fd, bytes, name);
+}
+
+absl::StatusOr<SharedMapping> SharedMapping::map(int fd, uint64_t bytes, const char* what) {
+  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+  if (p == MAP_FAILED) {
+    const int error = errno;
+    close(fd);
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot map %s: %s", what, std::strerror(error)));
+  }
+  return SharedMapping(fd, p, bytes);
+}
+
+SharedMapping::~SharedMapping() {
+  if (data_ != nullptr) munmap(data_, bytes_);
+  if (fd_ >= 0) close(fd_);
+}
+
 }  // namespace kad::server

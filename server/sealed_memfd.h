@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 
 #include "absl/status/statusor.h"
 
@@ -15,5 +16,33 @@ namespace kad::server {
 // F_SEAL_SEAL), close-on-exec. The caller owns the fd. `name` shows in
 // /proc/<pid>/fd and in errors.
 absl::StatusOr<int> create_sealed_memfd(const char* name, uint64_t bytes);
+
+// A memfd mapped shared and read-write, owning both: the memory kad shares
+// with a worker (launch rings, queue progress pages). Unmapped and closed
+// when it goes.
+class SharedMapping {
+ public:
+  // A new sealed memfd of `bytes` zero bytes (create_sealed_memfd), mapped.
+  static absl::StatusOr<SharedMapping> create(const char* name, uint64_t bytes);
+  // Maps `bytes` of `fd`, which it owns from now on (closed if the map
+  // fails); `what` names it in the error.
+  static absl::StatusOr<SharedMapping> map(int fd, uint64_t bytes, const char* what);
+  SharedMapping(SharedMapping&& other) noexcept
+      : fd_(std::exchange(other.fd_, -1)),
+        data_(std::exchange(other.data_, nullptr)),
+        bytes_(other.bytes_) {}
+  SharedMapping& operator=(SharedMapping&&) = delete;
+  SharedMapping(const SharedMapping&) = delete;
+  ~SharedMapping();
+
+  int fd() const { return fd_; }
+  void* data() const { return data_; }
+
+ private:
+  SharedMapping(int fd, void* data, uint64_t bytes) : fd_(fd), data_(data), bytes_(bytes) {}
+  int fd_;
+  void* data_;
+  uint64_t bytes_;
+};
 
 }  // namespace kad::server

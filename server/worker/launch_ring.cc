@@ -1,8 +1,5 @@
 #include "server/worker/launch_ring.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -11,25 +8,17 @@
 
 namespace kad::server::worker {
 
+// A fresh memfd is zeros: an empty ring.
 absl::StatusOr<std::unique_ptr<LaunchRing>> LaunchRing::create() {
-  absl::StatusOr<int> fd = create_sealed_memfd("kad-launch-ring", kBytes);
-  if (!fd.ok()) return fd.status();
-  return map(*fd);
+  absl::StatusOr<SharedMapping> m = SharedMapping::create("kad-launch-ring", kBytes);
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<LaunchRing>(new LaunchRing(*std::move(m)));
 }
 
 absl::StatusOr<std::unique_ptr<LaunchRing>> LaunchRing::map(int fd) {
-  void* p = mmap(nullptr, kBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    close(fd);
-    return absl::ResourceExhaustedError("cannot map a worker's launch ring");
-  }
-  // A fresh memfd is zeros: an empty ring.
-  return std::unique_ptr<LaunchRing>(new LaunchRing(fd, static_cast<std::byte*>(p)));
-}
-
-LaunchRing::~LaunchRing() {
-  munmap(base_, kBytes);
-  close(fd_);
+  absl::StatusOr<SharedMapping> m = SharedMapping::map(fd, kBytes, "a worker's launch ring");
+  if (!m.ok()) return m.status();
+  return std::unique_ptr<LaunchRing>(new LaunchRing(*std::move(m)));
 }
 
 absl::StatusOr<bool> LaunchRing::try_write(std::span<const std::byte> record) {

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/sealed_memfd.h"
 #include "server/worker/worker_protocol.h"
 
 namespace kad::server::worker {
@@ -57,10 +58,9 @@ class LaunchRing {
   static absl::StatusOr<std::unique_ptr<LaunchRing>> create();
   // The ring whose memfd came with kLaunchRing (the worker's side); owns `fd`.
   static absl::StatusOr<std::unique_ptr<LaunchRing>> map(int fd);
-  ~LaunchRing();
   LaunchRing(const LaunchRing&) = delete;
   LaunchRing& operator=(const LaunchRing&) = delete;
-  int fd() const { return fd_; }
+  int fd() const { return memory_.fd(); }
 
   // kad: writes `record` (one launch's wire bytes) if the ring has room and
   // no launch sent by the socket is still untaken. False: send it by the
@@ -98,12 +98,13 @@ class LaunchRing {
   void sleep(absl::Duration timeout, MoreToRead more_to_read);
 
  private:
-  LaunchRing(int fd, std::byte* base) : fd_(fd), base_(base) {}
+  explicit LaunchRing(SharedMapping memory)
+      : memory_(std::move(memory)), base_(static_cast<std::byte*>(memory_.data())) {}
   LaunchRingHeader& header() const { return *reinterpret_cast<LaunchRingHeader*>(base_); }
   std::byte* slot(uint64_t n) const { return base_ + kHeaderBytes + (n % kSlots) * kSlotBytes; }
   void sleep_on_word(absl::Duration timeout);
 
-  int fd_;
+  SharedMapping memory_;
   std::byte* base_;
   uint64_t written_ = 0;          // kad's own count (the page's may be scribbled on)
   uint64_t socket_launches_ = 0;  // kad: launches it sent by the socket

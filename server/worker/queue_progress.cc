@@ -1,7 +1,6 @@
 #include "server/worker/queue_progress.h"
 
 #include <linux/futex.h>
-#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -21,25 +20,18 @@ void futex_wake_all(std::atomic<uint32_t>* word) {
 
 }  // namespace
 
+// A fresh memfd is zeros: a valid QueueProgress with nothing reported.
 absl::StatusOr<std::shared_ptr<ProgressPage>> ProgressPage::create() {
-  absl::StatusOr<int> fd = create_sealed_memfd("kad-queue-progress", kProgressBytes);
-  if (!fd.ok()) return fd.status();
-  return map(*fd);
+  absl::StatusOr<SharedMapping> m = SharedMapping::create("kad-queue-progress", kProgressBytes);
+  if (!m.ok()) return m.status();
+  return std::shared_ptr<ProgressPage>(new ProgressPage(*std::move(m)));
 }
 
 absl::StatusOr<std::shared_ptr<ProgressPage>> ProgressPage::map(int fd) {
-  void* p = mmap(nullptr, kProgressBytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  if (p == MAP_FAILED) {
-    close(fd);
-    return absl::ResourceExhaustedError("cannot map a queue's progress page");
-  }
-  // A fresh memfd is zeros: a valid QueueProgress with nothing reported.
-  return std::shared_ptr<ProgressPage>(new ProgressPage(fd, static_cast<QueueProgress*>(p)));
-}
-
-ProgressPage::~ProgressPage() {
-  munmap(progress_, kProgressBytes);
-  close(fd_);
+  absl::StatusOr<SharedMapping> m =
+      SharedMapping::map(fd, kProgressBytes, "a queue's progress page");
+  if (!m.ok()) return m.status();
+  return std::shared_ptr<ProgressPage>(new ProgressPage(*std::move(m)));
 }
 
 void ProgressPage::report(uint64_t completed) {

@@ -19,6 +19,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "server/sealed_memfd.h"
 
 namespace kad::server::worker {
 
@@ -43,11 +44,10 @@ class ProgressPage {
   static absl::StatusOr<std::shared_ptr<ProgressPage>> create();
   // The page whose memfd arrived with kCreateQueue (the worker's side); owns `fd`.
   static absl::StatusOr<std::shared_ptr<ProgressPage>> map(int fd);
-  ~ProgressPage();
   ProgressPage(const ProgressPage&) = delete;
   ProgressPage& operator=(const ProgressPage&) = delete;
 
-  int fd() const { return fd_; }
+  int fd() const { return memory_.fd(); }
   QueueProgress& progress() { return *progress_; }
 
   // The worker: launches up to `completed` have ended; wakes the daemon's
@@ -62,8 +62,9 @@ class ProgressPage {
   void sleep_while_unchanged(uint32_t seen, absl::Duration timeout);
 
  private:
-  ProgressPage(int fd, QueueProgress* progress) : fd_(fd), progress_(progress) {}
-  int fd_;
+  explicit ProgressPage(SharedMapping memory)
+      : memory_(std::move(memory)), progress_(static_cast<QueueProgress*>(memory_.data())) {}
+  SharedMapping memory_;
   QueueProgress* progress_;
 };
 
