@@ -243,7 +243,8 @@ class WorkerQueue final : public Queue {
     absl::Status sent = device_.worker_->send(Op::kWait, bytes_of(w));
     absl::Status reported_failure;
     absl::Status transport =
-        sent.ok() ? device_.read_status(absl::Now() + absl::Seconds(5), &reported_failure) : sent;
+        sent.ok() ? device_.worker_->read_status(absl::Now() + absl::Seconds(5), &reported_failure)
+                  : sent;
     if (!transport.ok()) {
       device_.lose_worker(transport, nullptr);  // the loss is pending now, for the caller
       return;
@@ -329,41 +330,11 @@ void IsolatedDevice::check_deadlines() {
   mu_.Unlock();
 }
 
-absl::Status IsolatedDevice::read_status(absl::Time deadline, absl::Status* reported,
-                                         uint32_t* flags) {
-  Header header;
-  std::span<const std::byte> payload;
-  if (absl::Status s = worker_->reader().next(&header, &payload, nullptr, deadline, kMaxReplyBytes);
-      !s.ok()) {
-    return s;
-  }
-  StatusRecord r;
-  if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof r) {
-    return absl::InternalError(
-        absl::StrFormat("the worker answered with message %d of %d bytes", header.op, header.size));
-  }
-  if (LaunchRing* ring = worker_->launch_ring(); ring != nullptr) {
-    if (absl::Status s = ring->check_messages_read(); !s.ok()) return s;
-  }
-  std::memcpy(&r, payload.data(), sizeof r);
-  if (flags != nullptr) *flags = r.flags;
-  if (r.code < 0 || r.code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
-    return absl::InternalError(absl::StrFormat("the worker answered with status %d", r.code));
-  }
-  *reported =
-      r.code == 0
-          ? absl::OkStatus()
-          : absl::Status(static_cast<absl::StatusCode>(r.code),
-                         absl::string_view(reinterpret_cast<const char*>(payload.data() + sizeof r),
-                                           payload.size() - sizeof r));
-  return absl::OkStatus();
-}
-
 absl::Status IsolatedDevice::call(Op op, std::span<const std::byte> a, int fd,
                                   absl::Time deadline) {
   absl::Status reported;
   absl::Status transport = worker_->send(op, a, {}, fd);
-  if (transport.ok()) transport = read_status(deadline, &reported);
+  if (transport.ok()) transport = worker_->read_status(deadline, &reported);
   if (!transport.ok()) {
     const pid_t pid = worker_->pid();
     lose_worker(transport, nullptr);
@@ -496,7 +467,8 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   absl::Status transport =
       worker_->send(Op::kLoadKernel, bytes_of(r), bytes_of_string(*kernel.request()));
   if (transport.ok()) {
-    transport = read_status(absl::Now() + pool_.options().compile_timeout, &reported, &flags);
+    transport =
+        worker_->read_status(absl::Now() + pool_.options().compile_timeout, &reported, &flags);
   }
   if (!transport.ok()) {
     const pid_t pid = worker_->pid();

@@ -130,11 +130,6 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   // `deadline`; a worker that does not answer is lost (UNAVAILABLE).
   absl::Status call(Op op, std::span<const std::byte> a, int fd, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Reads one kStatus answer into `reported`; the return is the transport's
-  // status (a deadline, a closed connection, a malformed answer).
-  // `flags` (when given) receives the answer's StatusFlags.
-  absl::Status read_status(absl::Time deadline, absl::Status* reported, uint32_t* flags = nullptr)
-      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status load(const WorkerKernel& kernel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates `queue` in the worker, with a new progress page.
   absl::Status give_queue(WorkerQueue& queue, absl::Time deadline)

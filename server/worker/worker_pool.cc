@@ -98,25 +98,16 @@ absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& devic
         !s.ok()) {
       return failed(s);
     }
-    Header header;
-    std::span<const std::byte> payload;
-    StatusRecord status;
-    if (absl::Status s = worker.reader().next(
-            &header, &payload, nullptr, absl::Now() + options_.compile_timeout, kMaxReplyBytes);
+    absl::Status loaded;
+    uint32_t flags = 0;
+    if (absl::Status s =
+            worker.read_status(absl::Now() + options_.compile_timeout, &loaded, &flags);
         !s.ok()) {
       return failed(s);
     }
-    if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof status) {
-      return failed(absl::InternalError(
-          absl::StrFormat("it answered with message %d of %d bytes", header.op, header.size)));
-    }
-    if (LaunchRing* ring = worker.launch_ring(); ring != nullptr) {
-      if (absl::Status s = ring->check_messages_read(); !s.ok()) return failed(s);
-    }
-    std::memcpy(&status, payload.data(), sizeof status);
-    if (status.code == 0) {
+    if (loaded.ok()) {
       worker.preloaded.insert(k.id);
-      note_load((status.flags & kLoadedProgramBinary) != 0);
+      note_load((flags & kLoadedProgramBinary) != 0);
     }
   }
   return absl::OkStatus();

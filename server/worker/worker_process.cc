@@ -135,25 +135,45 @@ absl::Status WorkerProcess::send(Op op, std::span<const std::byte> a, std::span<
   return connection_.send(op, a, b, pass_fd);
 }
 
+absl::Status WorkerProcess::read_status(absl::Time deadline, absl::Status* reported,
+                                        uint32_t* flags) {
+  Header header;
+  std::span<const std::byte> payload;
+  if (absl::Status s = reader_.next(&header, &payload, nullptr, deadline, kMaxReplyBytes); !s.ok())
+    return s;
+  StatusRecord r;
+  if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof r) {
+    return absl::InternalError(
+        absl::StrFormat("the worker answered with message %d of %d bytes", header.op, header.size));
+  }
+  if (launch_ring_) {
+    if (absl::Status s = launch_ring_->check_messages_read(); !s.ok()) return s;
+  }
+  std::memcpy(&r, payload.data(), sizeof r);
+  if (flags != nullptr) *flags = r.flags;
+  if (r.code < 0 || r.code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
+    return absl::InternalError(absl::StrFormat("the worker answered with status %d", r.code));
+  }
+  *reported =
+      r.code == 0
+          ? absl::OkStatus()
+          : absl::Status(static_cast<absl::StatusCode>(r.code),
+                         absl::string_view(reinterpret_cast<const char*>(payload.data() + sizeof r),
+                                           payload.size() - sizeof r));
+  return absl::OkStatus();
+}
+
 absl::Status WorkerProcess::attach_launch_ring(absl::Time deadline) {
   absl::StatusOr<std::unique_ptr<LaunchRing>> ring = LaunchRing::create();
   if (!ring.ok()) return ring.status();
   const IdRecord r{0};
   if (absl::Status s = connection_.send(Op::kLaunchRing, bytes_of(r), {}, (*ring)->fd()); !s.ok())
     return s;
-  Header header;
-  std::span<const std::byte> payload;
-  StatusRecord status;
-  if (absl::Status s = reader_.next(&header, &payload, nullptr, deadline, kMaxReplyBytes); !s.ok())
-    return s;
-  if (header.op != static_cast<uint32_t>(Op::kStatus) || payload.size() < sizeof status)
-    return absl::InternalError("the worker answered its launch ring with something else");
-  std::memcpy(&status, payload.data(), sizeof status);
-  if (status.code != 0) {
-    return absl::FailedPreconditionError(absl::StrFormat(
-        "the worker cannot map its launch ring: %s",
-        absl::string_view(reinterpret_cast<const char*>(payload.data()) + sizeof status,
-                          payload.size() - sizeof status)));
+  absl::Status mapped;
+  if (absl::Status s = read_status(deadline, &mapped); !s.ok()) return s;
+  if (!mapped.ok()) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("the worker cannot map its launch ring: %s", mapped.message()));
   }
   launch_ring_ = *std::move(ring);
   return absl::OkStatus();

@@ -53,6 +53,11 @@ class WorkerProcess {
   // Sends one message and wakes the worker if it sleeps on its launch ring.
   absl::Status send(Op op, std::span<const std::byte> a, std::span<const std::byte> b = {},
                     int pass_fd = -1);
+  // Reads one kStatus answer into `reported`; the return is the transport's
+  // status (a deadline, a closed connection, a malformed answer, a worker
+  // that read more or fewer messages than were sent). `flags` (when given)
+  // receives the answer's StatusFlags.
+  absl::Status read_status(absl::Time deadline, absl::Status* reported, uint32_t* flags = nullptr);
   // Gives a session's worker its launch ring (after its hello); until then
   // launches go by the socket. FAILED_PRECONDITION: the worker could not
   // map it, and serves without; any other error: the worker is broken.
