@@ -13,8 +13,9 @@
 // socket; until the worker has taken that one, later launches follow it
 // there (`socket_launches_taken`), so that none passes it.
 //
-// The worker is untrusted: kad reads only `taken` and `socket_launches_taken`
-// from the page, and a value it cannot have written ends the worker.
+// The worker is untrusted: kad reads `taken`, `socket_launches_taken` and
+// `messages_read` from the page, each once, and a value it cannot have
+// reached ends the worker (`sleeping` only decides whether kad wakes it).
 #pragma once
 
 #include <atomic>
