@@ -448,14 +448,15 @@ void register_delayed_link() {
 // the client and kad each run with their own process's settings (kad's
 // allocator policy, server/main.cc, is not the client's).
 absl::StatusOr<std::string> transfer_daemon_uri(const std::string& mode) {
-  static const auto* started = [] {
+  // Destroyed as the bench exits, which stops the kad process (a leaked
+  // one outlived the bench, with its workers).
+  static const absl::StatusOr<std::unique_ptr<kad::testing::Daemon>> started = [] {
     std::vector<std::string> args;
     if (absl::StartsWith(requested_device_id(), "null")) args.push_back("--null-device");
-    return new absl::StatusOr<std::unique_ptr<kad::testing::Daemon>>(
-        kad::testing::Daemon::start(std::move(args)));
+    return kad::testing::Daemon::start(std::move(args));
   }();
-  if (!started->ok()) return started->status();
-  return mode == "shm" ? (**started)->unix_uri() + "?transport=shm" : (**started)->tcp_uri();
+  if (!started.ok()) return started.status();
+  return mode == "shm" ? (*started)->unix_uri() + "?transport=shm" : (*started)->tcp_uri();
 }
 
 // transfer/: 256 MiB written to and read back from a buffer of a kad process

@@ -1,5 +1,8 @@
 #include "core/backend.h"
 
+#include <cstring>
+#include <memory>
+
 #include "absl/strings/str_format.h"
 
 namespace kad {
@@ -38,6 +41,28 @@ absl::Status check_transfer(const Queue& queue, const Buffer& buffer, uint64_t o
                         buffer.device().info().id, queue.device().info().id));
   }
   return check_buffer_range(buffer, offset, size);
+}
+
+absl::Status Queue::write_buffer_pieces(Buffer& buffer, uint64_t offset,
+                                        std::span<const std::span<const std::byte>> pieces) {
+  if (pieces.size() == 1) return write_buffer(buffer, offset, pieces.front());
+  const uint64_t size = size_of_pieces(pieces);
+  const auto whole = std::make_unique_for_overwrite<std::byte[]>(size);
+  copy_pieces(whole.get(), pieces);
+  return write_buffer(buffer, offset, {whole.get(), size});
+}
+
+uint64_t size_of_pieces(std::span<const std::span<const std::byte>> pieces) {
+  uint64_t size = 0;
+  for (const std::span<const std::byte> piece : pieces) size += piece.size();
+  return size;
+}
+
+void copy_pieces(std::byte* to, std::span<const std::span<const std::byte>> pieces) {
+  for (const std::span<const std::byte> piece : pieces) {
+    if (!piece.empty()) std::memcpy(to, piece.data(), piece.size());
+    to += piece.size();
+  }
 }
 
 }  // namespace kad

@@ -129,6 +129,12 @@ class Queue {
                                     std::span<const std::byte> data) = 0;
   virtual absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
                                    std::span<std::byte> data) = 0;
+  // write_buffer of the pieces' bytes, in order, written at `offset` one
+  // after the other: a transfer as it arrived from the network, in several
+  // slices. The default gathers them into one block first; a queue whose
+  // buffers the host writes directly copies each piece into place.
+  virtual absl::Status write_buffer_pieces(Buffer& buffer, uint64_t offset,
+                                           std::span<const std::span<const std::byte>> pieces);
   // Waits for `event` (and all before it); reports a failed command.
   virtual absl::Status wait(EventId event) = 0;
   virtual absl::Status finish() = 0;
@@ -254,5 +260,10 @@ absl::Status check_allocation(const DeviceInfo& device, uint64_t bytes);
 // the queue's device and the range lies inside it.
 absl::Status check_transfer(const Queue& queue, const Buffer& buffer, uint64_t offset,
                             uint64_t size);
+
+// The bytes of write_buffer_pieces' pieces together, and a copy of them one
+// after the other to `to`: for a queue whose buffers the host writes.
+uint64_t size_of_pieces(std::span<const std::span<const std::byte>> pieces);
+void copy_pieces(std::byte* to, std::span<const std::span<const std::byte>> pieces);
 
 }  // namespace kad

@@ -424,10 +424,16 @@ absl::StatusOr<Engine::CopyTarget> Engine::copy_target(Session& s, uint64_t queu
 
 absl::Status Engine::write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                                   std::span<const std::byte> data) {
+  return write_buffer_pieces(s, queue, buffer, offset, {&data, 1});
+}
+
+absl::Status Engine::write_buffer_pieces(Session& s, uint64_t queue, uint64_t buffer,
+                                         uint64_t offset,
+                                         std::span<const std::span<const std::byte>> pieces) {
   absl::MutexLock lock(&s.mu);
   absl::StatusOr<CopyTarget> t = copy_target(s, queue, buffer);
   if (!t.ok()) return t.status();
-  return t->queue->write_buffer(*t->buffer, offset, data);
+  return t->queue->write_buffer_pieces(*t->buffer, offset, pieces);
 }
 
 absl::Status Engine::read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,

@@ -152,6 +152,9 @@ class Engine {
   absl::Status free_buffer(Session& s, uint64_t buffer);
   absl::Status write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                             std::span<const std::byte> data);
+  // The same, of bytes that arrived in pieces (Queue::write_buffer_pieces).
+  absl::Status write_buffer_pieces(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
+                                   std::span<const std::span<const std::byte>> pieces);
   absl::Status read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                            std::span<std::byte> data);
   // Whether `size` bytes at `offset` lie in `buffer` (NOT_FOUND, or

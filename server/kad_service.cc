@@ -1,5 +1,7 @@
 #include "server/kad_service.h"
 
+#include <grpc/slice.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 #include <unistd.h>
 
 #include <array>
@@ -9,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "server/queue_dispatch.h"
+#include "server/transfer_chunks.h"
 #include "server/wire.h"
 
 namespace kad::server {
@@ -17,6 +20,33 @@ grpc::Status to_grpc(const absl::Status& status) {
   if (status.ok()) return grpc::Status::OK;
   // Both follow google.rpc.Code.
   return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
+}
+
+namespace {
+// The index of kad.v1.Kad's `method` among the service's methods: gRPC's
+// generated service registers them in the order kad.proto declares them.
+int method_index(const char* method) {
+  return v1::WriteBufferChunk::descriptor()
+      ->file()
+      ->FindServiceByName("Kad")
+      ->FindMethodByName(method)
+      ->index();
+}
+}  // namespace
+
+KadService::KadService(Engine& engine, const Authenticator& authenticator)
+    : engine_(engine), authenticator_(authenticator) {
+  // The transfers' handlers take gRPC's bytes. To gRPC's sync server a
+  // "streamed" method is a bidirectional stream: on the wire, a client
+  // stream (WriteBuffer) and a server stream (ReadBuffer) are the same.
+  MarkMethodStreamed(method_index("WriteBuffer"),
+                     new grpc::internal::BidiStreamingHandler<KadService, grpc::ByteBuffer,
+                                                              v1::WriteBufferResponse>(
+                         &KadService::WriteBufferBytes, this));
+  MarkMethodStreamed(
+      method_index("ReadBuffer"),
+      new grpc::internal::BidiStreamingHandler<KadService, grpc::ByteBuffer, grpc::ByteBuffer>(
+          &KadService::ReadBufferBytes, this));
 }
 
 absl::StatusOr<std::string> KadService::token_tenant(const grpc::ServerContextBase& context) const {
@@ -196,32 +226,35 @@ grpc::Status KadService::FreeBuffer(grpc::ServerContext* context,
   return to_grpc(engine_.free_buffer(**s, request->buffer()));
 }
 
-grpc::Status KadService::WriteBuffer(grpc::ServerContext* context,
-                                     grpc::ServerReader<v1::WriteBufferChunk>* reader,
-                                     v1::WriteBufferResponse* response) {
+grpc::Status KadService::WriteBufferBytes(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<v1::WriteBufferResponse, grpc::ByteBuffer>* stream) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
-  v1::WriteBufferChunk chunk;
+  WriteChunkReader chunks;
+  grpc::ByteBuffer message;
   uint64_t queue = 0, buffer = 0, offset = 0, announced = 0, written = 0;
   bool first = true;
-  while (reader->Read(&chunk)) {
+  while (stream->Read(&message)) {
+    absl::StatusOr<WriteChunk> chunk = chunks.parse(message);
+    if (!chunk.ok()) return to_grpc(chunk.status());
     if (first) {
-      queue = chunk.queue();
-      buffer = chunk.buffer();
-      offset = chunk.offset();
-      announced = chunk.size();
+      queue = chunk->queue;
+      buffer = chunk->buffer;
+      offset = chunk->offset;
+      announced = chunk->size;
       first = false;
       if (announced != 0) {
         if (absl::Status r = engine_.check_buffer_range(**s, buffer, offset, announced); !r.ok())
           return to_grpc(r);
       }
     }
-    const std::string& data = chunk.data();
-    if (data.size() > kMaxChunkBytes) {
+    const uint64_t size = chunk->data_size;
+    if (size > kMaxChunkBytes) {
       return to_grpc(absl::InvalidArgumentError(absl::StrFormat(
-          "a write chunk of %d bytes exceeds the maximum of %d", data.size(), kMaxChunkBytes)));
+          "a write chunk of %d bytes exceeds the maximum of %d", size, kMaxChunkBytes)));
     }
-    if (announced != 0 && data.size() > announced - written) {
+    if (announced != 0 && size > announced - written) {
       return to_grpc(absl::InvalidArgumentError(
           absl::StrFormat("WriteBuffer announced %d bytes and sent more", announced)));
     }
@@ -229,44 +262,61 @@ grpc::Status KadService::WriteBuffer(grpc::ServerContext* context,
     if (__builtin_add_overflow(offset, written, &at)) {
       return to_grpc(absl::OutOfRangeError("write offset overflows"));
     }
-    absl::Status st = engine_.write_buffer(
-        **s, queue, buffer, at,
-        std::span<const std::byte>(reinterpret_cast<const std::byte*>(data.data()), data.size()));
+    absl::Status st = engine_.write_buffer_pieces(**s, queue, buffer, at, chunk->data);
     if (!st.ok()) return to_grpc(st);
-    written += data.size();
-    engine_.requests().count_copied(RequestCounters::Transport::kGrpc, /*to_device=*/true,
-                                    data.size());
+    written += size;
+    engine_.requests().count_copied(RequestCounters::Transport::kGrpc, /*to_device=*/true, size);
   }
   if (first) return to_grpc(absl::InvalidArgumentError("WriteBuffer received no chunk"));
   if (announced != 0 && written != announced) {
     return to_grpc(absl::InvalidArgumentError(
         absl::StrFormat("WriteBuffer announced %d bytes and sent %d", announced, written)));
   }
-  response->set_bytes_written(written);
+  v1::WriteBufferResponse response;
+  response.set_bytes_written(written);
+  if (!stream->Write(response)) return grpc::Status(grpc::StatusCode::CANCELLED, "writer left");
   return grpc::Status::OK;
 }
 
-grpc::Status KadService::ReadBuffer(grpc::ServerContext* context,
-                                    const v1::ReadBufferRequest* request,
-                                    grpc::ServerWriter<v1::BufferChunk>* writer) {
+grpc::Status KadService::ReadBufferBytes(
+    grpc::ServerContext* context,
+    grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
+  // Parsed here, not by gRPC, so that bytes that are no request are told
+  // apart from none.
+  grpc::ByteBuffer bytes;
+  if (!stream->Read(&bytes)) {
+    return to_grpc(absl::InvalidArgumentError("ReadBuffer received no request"));
+  }
+  v1::ReadBufferRequest read;
+  {
+    grpc::ProtoBufferReader reader(&bytes);
+    if (!reader.status().ok() || !read.ParseFromZeroCopyStream(&reader)) {
+      return to_grpc(absl::InvalidArgumentError(
+          absl::StrFormat("ReadBuffer's request of %d bytes does not parse", bytes.Length())));
+    }
+  }
+  const v1::ReadBufferRequest* request = &read;
   if (absl::Status r =
           engine_.check_buffer_range(**s, request->buffer(), request->offset(), request->size());
       !r.ok())
     return to_grpc(r);
   // Checked here too, so that a read of 0 bytes names a missing queue.
   if (absl::Status q = engine_.check_queue(**s, request->queue()); !q.ok()) return to_grpc(q);
-  v1::BufferChunk chunk;
   for (uint64_t done = 0; done < request->size();) {
     const uint64_t n = std::min<uint64_t>(kMaxChunkBytes, request->size() - done);
-    std::string* data = chunk.mutable_data();
-    data->resize(n);
-    absl::Status st =
-        engine_.read_buffer(**s, request->queue(), request->buffer(), request->offset() + done,
-                            std::span<std::byte>(reinterpret_cast<std::byte*>(data->data()), n));
+    // Read into a slice of gRPC's that then goes out as it is. Always on
+    // the heap: a small slice of grpc_slice_malloc's is held inline, in the
+    // struct, which the grpc::Slice below copies.
+    grpc_slice data = grpc_slice_malloc_large(n);
+    grpc::Slice owned(data, grpc::Slice::STEAL_REF);
+    absl::Status st = engine_.read_buffer(
+        **s, request->queue(), request->buffer(), request->offset() + done,
+        std::span<std::byte>(reinterpret_cast<std::byte*>(GRPC_SLICE_START_PTR(data)), n));
     if (!st.ok()) return to_grpc(st);
-    if (!writer->Write(chunk)) return grpc::Status(grpc::StatusCode::CANCELLED, "reader left");
+    if (!stream->Write(buffer_chunk(std::move(owned))))
+      return grpc::Status(grpc::StatusCode::CANCELLED, "reader left");
     done += n;
     engine_.requests().count_copied(RequestCounters::Transport::kGrpc, /*to_device=*/false, n);
   }

@@ -24,12 +24,13 @@ inline constexpr size_t kMaxBatchLaunches = 1024;
 grpc::Status to_grpc(const absl::Status& status);
 
 // OpenSession uses the callback API: a session holds no server thread while
-// it waits for its client to leave.
+// it waits for its client to leave. WriteBuffer and ReadBuffer take and
+// give gRPC's bytes (transfer_chunks.h): a transfer's data is not copied
+// through protobuf messages.
 class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad::Service> {
  public:
   // Every call is first checked by `authenticator` (bearer tokens on TCP).
-  KadService(Engine& engine, const Authenticator& authenticator)
-      : engine_(engine), authenticator_(authenticator) {}
+  KadService(Engine& engine, const Authenticator& authenticator);
 
   grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
       grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) override;
@@ -43,11 +44,14 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
                               v1::AllocateBufferResponse* response) override;
   grpc::Status FreeBuffer(grpc::ServerContext* context, const v1::FreeBufferRequest* request,
                           v1::FreeBufferResponse* response) override;
-  grpc::Status WriteBuffer(grpc::ServerContext* context,
-                           grpc::ServerReader<v1::WriteBufferChunk>* reader,
-                           v1::WriteBufferResponse* response) override;
-  grpc::Status ReadBuffer(grpc::ServerContext* context, const v1::ReadBufferRequest* request,
-                          grpc::ServerWriter<v1::BufferChunk>* writer) override;
+  // WriteBuffer: WriteBufferChunks in, one WriteBufferResponse out.
+  grpc::Status WriteBufferBytes(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<v1::WriteBufferResponse, grpc::ByteBuffer>* stream);
+  // ReadBuffer: one ReadBufferRequest in, BufferChunks out.
+  grpc::Status ReadBufferBytes(
+      grpc::ServerContext* context,
+      grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream);
   grpc::Status LoadModule(grpc::ServerContext* context, const v1::LoadModuleRequest* request,
                           v1::LoadModuleResponse* response) override;
   grpc::Status GetKernel(grpc::ServerContext* context, const v1::GetKernelRequest* request,

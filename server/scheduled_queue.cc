@@ -299,6 +299,12 @@ absl::Status ScheduledQueue::write_buffer(Buffer& buffer, uint64_t offset,
   return queue_->write_buffer(buffer, offset, data);
 }
 
+absl::Status ScheduledQueue::write_buffer_pieces(
+    Buffer& buffer, uint64_t offset, std::span<const std::span<const std::byte>> pieces) {
+  if (absl::Status s = finish(); !s.ok()) return s;
+  return queue_->write_buffer_pieces(buffer, offset, pieces);
+}
+
 absl::Status ScheduledQueue::read_buffer(const Buffer& buffer, uint64_t offset,
                                          std::span<std::byte> data) {
   if (absl::Status s = finish(); !s.ok()) return s;

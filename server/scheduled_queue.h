@@ -63,6 +63,8 @@ class ScheduledQueue final : public Queue {
                             std::span<const std::byte> data) override;
   absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
                            std::span<std::byte> data) override;
+  absl::Status write_buffer_pieces(Buffer& buffer, uint64_t offset,
+                                   std::span<const std::span<const std::byte>> pieces) override;
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
 

@@ -60,9 +60,15 @@ class NullQueue final : public Queue {
   }
   absl::Status write_buffer(Buffer& buffer, uint64_t offset,
                             std::span<const std::byte> data) override {
-    if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
-    if (!data.empty())
-      std::memcpy(static_cast<NullBuffer&>(buffer).data() + offset, data.data(), data.size());
+    return write_buffer_pieces(buffer, offset, {&data, 1});
+  }
+  // Optional: a transfer that arrived in pieces, each copied into place
+  // (the default gathers them first, for a driver call that takes one block).
+  absl::Status write_buffer_pieces(Buffer& buffer, uint64_t offset,
+                                   std::span<const std::span<const std::byte>> pieces) override {
+    if (absl::Status s = check_transfer(*this, buffer, offset, size_of_pieces(pieces)); !s.ok())
+      return s;
+    copy_pieces(static_cast<NullBuffer&>(buffer).data() + offset, pieces);
     return absl::OkStatus();
   }
   absl::Status read_buffer(const Buffer& buffer, uint64_t offset,

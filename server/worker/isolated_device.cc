@@ -129,11 +129,16 @@ class WorkerQueue final : public Queue {
 
   absl::Status write_buffer(Buffer& buffer, uint64_t offset,
                             std::span<const std::byte> data) override {
-    if (absl::Status s = check_transfer(*this, buffer, offset, data.size()); !s.ok()) return s;
+    return write_buffer_pieces(buffer, offset, {&data, 1});
+  }
+
+  absl::Status write_buffer_pieces(Buffer& buffer, uint64_t offset,
+                                   std::span<const std::span<const std::byte>> pieces) override {
+    if (absl::Status s = check_transfer(*this, buffer, offset, size_of_pieces(pieces)); !s.ok())
+      return s;
     if (absl::Status s = wait_for(latest()); !s.ok()) return s;
     // The daemon's own memory: no worker is needed to write it.
-    if (!data.empty())
-      std::memcpy(static_cast<WorkerBuffer&>(buffer).data() + offset, data.data(), data.size());
+    copy_pieces(static_cast<WorkerBuffer&>(buffer).data() + offset, pieces);
     return absl::OkStatus();
   }
 

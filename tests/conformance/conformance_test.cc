@@ -509,6 +509,27 @@ TEST_P(Launches, FreshDeviceMemoryReadsAsZerosAfterAnotherBufferWasFreed) {
   }
 }
 
+// A transfer that arrived in pieces (gRPC's receive slices) lands in order
+// at its offset; one that would pass the buffer's end changes nothing.
+TEST_P(Launches, BytesWrittenInPiecesLandInOrderAtTheirOffset) {
+  constexpr size_t kBytes = 4096;
+  auto buffer = device().allocate(kBytes);
+  ASSERT_TRUE(buffer.ok()) << buffer.status();
+  std::vector<uint8_t> bytes(3000);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = static_cast<uint8_t>(i % 251 + 1);
+  const std::span<const std::byte> all = std::as_bytes(std::span(bytes));
+  const std::span<const std::byte> pieces[] = {all.subspan(0, 1), all.subspan(1, 0),
+                                               all.subspan(1, 1999), all.subspan(2000)};
+  ASSERT_TRUE(queue().write_buffer_pieces(**buffer, 96, pieces).ok());
+  const std::vector<uint8_t> got = download<uint8_t>(**buffer);
+  EXPECT_TRUE(std::all_of(got.begin(), got.begin() + 96, [](uint8_t b) { return b == 0; }));
+  EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), got.begin() + 96));
+  EXPECT_TRUE(std::all_of(got.begin() + 96 + 3000, got.end(), [](uint8_t b) { return b == 0; }));
+  const absl::Status past = queue().write_buffer_pieces(**buffer, kBytes - 2999, pieces);
+  EXPECT_EQ(past.code(), absl::StatusCode::kOutOfRange) << past;
+  EXPECT_EQ(download<uint8_t>(**buffer), got);
+}
+
 INSTANTIATE_TEST_SUITE_P(Conformance, Launches, ::testing::ValuesIn(device_ids()),
                          [](const auto& info) { return testing::test_name_of(info.param); });
 

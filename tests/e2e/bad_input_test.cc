@@ -1,8 +1,11 @@
 // Every kad.v1 request type with bad input, at the wire level: each gets a
 // clear error naming the problem, and the daemon goes on serving a bystander
 // client (checked after every test).
+#include <google/protobuf/unknown_field_set.h>
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "kad/v1/kad.grpc.pb.h"
 #include "tests/e2e/e2e.h"
@@ -52,6 +55,48 @@ class BadInput : public testing::DaemonSuite {
     for (const auto& c : chunks) writer->Write(c);
     writer->WritesDone();
     return writer->Finish();
+  }
+
+  // A stream of kad.v1.Kad's `method` whose messages are `messages`' bytes
+  // as they are, through gRPC's generic stub: its status.
+  grpc::Status stream_bytes(const char* method, const std::vector<std::string>& messages) {
+    grpc::GenericStub generic(session_->channel());
+    grpc::CompletionQueue cq;
+    grpc::ClientContext context;
+    attach(context);
+    auto call = generic.PrepareCall(&context, absl::StrCat("/kad.v1.Kad/", method), &cq);
+    const auto step = [&cq] {
+      void* tag;
+      bool ok = false;
+      return cq.Next(&tag, &ok) && ok;
+    };
+    call->StartCall(nullptr);
+    bool open = step();
+    for (const std::string& m : messages) {
+      if (!open) break;
+      grpc::Slice slice(m);
+      call->Write(grpc::ByteBuffer(&slice, 1), nullptr);
+      open = step();
+    }
+    if (open) {
+      call->WritesDone(nullptr);
+      step();
+    }
+    grpc::ByteBuffer response;
+    for (bool more = true; more;) {
+      call->Read(&response, nullptr);
+      more = step();
+    }
+    grpc::Status status;
+    call->Finish(&status, nullptr);
+    step();
+    call.reset();
+    cq.Shutdown();
+    void* tag;
+    bool ok;
+    while (cq.Next(&tag, &ok)) {
+    }
+    return status;
   }
 
   // The daemon still serves everyone else: a bystander's verified launch.
@@ -205,6 +250,43 @@ TEST_F(BadInput, WriteBufferChecksTheAnnouncedSizeBeforeWritingAndHoldsTheStream
   EXPECT_TRUE(write_chunks({first, more}).ok());
 }
 
+// Bytes that are no WriteBufferChunk are refused, naming what is wrong; a
+// chunk in any valid encoding is taken as protobuf would take it.
+TEST_F(BadInput, WriteBufferRefusesBytesThatAreNoChunkAndTakesAnyValidEncoding) {
+  EXPECT_ERROR(stream_bytes("WriteBuffer", {std::string("\x22\x64", 2) + "short"}),
+               INVALID_ARGUMENT,
+               "a WriteBuffer chunk that does not parse: its data says 100 bytes and fewer follow");
+  EXPECT_ERROR(stream_bytes("WriteBuffer", {std::string("\x0f", 1)}), INVALID_ARGUMENT,
+               "does not parse: field 1 of wire type 7");
+  // The data before the fields, an unknown field, and a second data field,
+  // which is the one protobuf takes.
+  v1::WriteBufferChunk c;
+  c.set_queue(queue_);
+  c.set_buffer(buffer_);
+  c.set_offset(4);
+  c.set_data("lost");
+  google::protobuf::UnknownFieldSet* more = c.GetReflection()->MutableUnknownFields(&c);
+  more->AddVarint(77, 1);
+  more->AddLengthDelimited(v1::WriteBufferChunk::kDataFieldNumber, "land");
+  v1::WriteBufferChunk data_first;
+  data_first.set_data(c.data());
+  std::string bytes = data_first.SerializeAsString();
+  c.clear_data();
+  bytes += c.SerializeAsString();
+  ASSERT_TRUE(stream_bytes("WriteBuffer", {bytes}).ok());
+  v1::ReadBufferRequest r;
+  r.set_queue(queue_);
+  r.set_buffer(buffer_);
+  r.set_size(12);
+  grpc::ClientContext context;
+  attach(context);
+  auto reader = stub_->ReadBuffer(&context, r);
+  std::string back;
+  for (v1::BufferChunk chunk; reader->Read(&chunk);) back += chunk.data();
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(back, std::string(4, '\0') + "land" + std::string(4, '\0'));
+}
+
 TEST_F(BadInput, ReadBufferChecksHandlesAndRange) {
   v1::ReadBufferRequest r;
   r.set_queue(queue_);
@@ -227,6 +309,9 @@ TEST_F(BadInput, ReadBufferChecksHandlesAndRange) {
   r.set_offset(0);
   r.set_buffer(31337);
   EXPECT_ERROR(read(), NOT_FOUND, "no buffer 31337");
+  EXPECT_ERROR(stream_bytes("ReadBuffer", {}), INVALID_ARGUMENT, "ReadBuffer received no request");
+  EXPECT_ERROR(stream_bytes("ReadBuffer", {std::string("\x0a\x05", 2)}), INVALID_ARGUMENT,
+               "ReadBuffer's request of 2 bytes does not parse");
 }
 
 TEST_F(BadInput, LoadModuleChecksFormatCodeAndSize) {

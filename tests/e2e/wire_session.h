@@ -19,8 +19,8 @@ class WireSession {
  public:
   // `uri` as kad's clients take it: unix:PATH or tcp://HOST:PORT.
   WireSession(const std::string& uri, const std::string& name)
-      : stub_(v1::Kad::NewStub(
-            grpc::CreateChannel(grpc_target(uri), grpc::InsecureChannelCredentials()))) {
+      : channel_(grpc::CreateChannel(grpc_target(uri), grpc::InsecureChannelCredentials())),
+        stub_(v1::Kad::NewStub(channel_)) {
     v1::OpenSessionRequest open;
     open.set_client_name(name);
     session_stream_ = stub_->OpenSession(&session_context_, open);
@@ -35,6 +35,8 @@ class WireSession {
 
   const std::string& id() const { return id_; }
   v1::Kad::Stub& stub() { return *stub_; }
+  // For calls of gRPC's generic stub: bytes that no generated stub sends.
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   // Names the session and bounds the call, so that a hang fails the test.
   void prepare(grpc::ClientContext& context) {
@@ -92,6 +94,7 @@ class WireSession {
     return uri.rfind("tcp://", 0) == 0 ? uri.substr(6) : uri;
   }
 
+  std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<v1::Kad::Stub> stub_;
   grpc::ClientContext session_context_;
   std::unique_ptr<grpc::ClientReader<v1::SessionEvent>> session_stream_;
