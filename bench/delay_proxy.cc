@@ -92,7 +92,7 @@ class DelayLine {
       lock.unlock();
       std::this_thread::sleep_until(due);
       for (size_t done = 0; done < bytes.size();) {
-        const ssize_t n = write(to_, bytes.data() + done, bytes.size() - done);
+        const ssize_t n = send(to_, bytes.data() + done, bytes.size() - done, MSG_NOSIGNAL);
         if (n <= 0) return;
         done += static_cast<size_t>(n);
       }
@@ -148,7 +148,7 @@ absl::StatusOr<int> start_tcp_echo() {
   serve_each(*listener, [](int c) {
     char buffer[4096];
     for (ssize_t n; (n = read(c, buffer, sizeof(buffer))) > 0;)
-      if (write(c, buffer, static_cast<size_t>(n)) != n) break;
+      if (send(c, buffer, static_cast<size_t>(n), MSG_NOSIGNAL) != n) break;
     close(c);
   });
   return port;
@@ -165,7 +165,7 @@ absl::StatusOr<int> start_tcp_sink() {
       for (ssize_t n; want > 0 && (n = read(c, buffer.data(), buffer.size())) > 0;)
         want -= std::min<uint64_t>(want, static_cast<uint64_t>(n));
       const char done = 1;
-      (void)!write(c, &done, 1);
+      (void)!send(c, &done, 1, MSG_NOSIGNAL);
     }
     close(c);
   });
@@ -176,10 +176,10 @@ absl::StatusOr<double> tcp_send_seconds(int port, const std::string& data, uint6
   const int fd = connect_loopback(port);
   if (fd < 0) return absl::UnavailableError("cannot connect to the sink");
   const auto start = Clock::now();
-  bool ok = write(fd, &bytes, sizeof(bytes)) == sizeof(bytes);
+  bool ok = send(fd, &bytes, sizeof(bytes), MSG_NOSIGNAL) == sizeof(bytes);
   for (uint64_t sent = 0; ok && sent < bytes;) {
     const size_t n = static_cast<size_t>(std::min<uint64_t>(data.size(), bytes - sent));
-    const ssize_t w = write(fd, data.data(), n);
+    const ssize_t w = send(fd, data.data(), n, MSG_NOSIGNAL);
     ok = w > 0;
     if (ok) sent += static_cast<uint64_t>(w);
   }
@@ -198,7 +198,7 @@ absl::StatusOr<absl::Duration> tcp_round_trip(int port, int n) {
   char byte = 'k';
   for (int i = 0; i < n; ++i) {
     const absl::Time start = absl::Now();
-    if (write(fd, &byte, 1) != 1 || read(fd, &byte, 1) != 1) {
+    if (send(fd, &byte, 1, MSG_NOSIGNAL) != 1 || read(fd, &byte, 1) != 1) {
       close(fd);
       return absl::UnavailableError("the echo connection broke");
     }
