@@ -16,9 +16,10 @@ struct Config {
   DaemonOptions daemon;    // what server::Daemon serves, and how
   std::string ready_file;  // written with the bound URIs once serving
   std::string log_level = "info";
-  std::string log_format = "text";  // or "json": one JSON object per line
-  bool null_device = false;         // null:0, kernels that do nothing (backends/null/)
-  bool cuda_prefer_blocks = false;  // CUDA tuning prefers more blocks to more threads
+  std::string log_format = "text";         // or "json": one JSON object per line
+  std::string submit_streams = "threads";  // or "reactors" (server/kad_service.h)
+  bool null_device = false;                // null:0, kernels that do nothing (backends/null/)
+  bool cuda_prefer_blocks = false;         // CUDA tuning prefers more blocks to more threads
   // Lowered GPU code on disk (DESIGN §5). Unset: KAD_CACHE_DIR, else
   // $XDG_CACHE_HOME/kad, else ~/.cache/kad; "off" keeps it in memory only.
   std::optional<std::string> cache_dir;

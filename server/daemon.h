@@ -53,6 +53,8 @@ struct DaemonOptions {
   // Worker processes for client kernels (DESIGN §8); none when its command's
   // executable is empty (a daemon inside a test or client program).
   worker::WorkerOptions workers;
+  // How Submit streams are served (kad_service.h).
+  SubmitStreams submit_streams = SubmitStreams::kThreads;
 };
 
 class Daemon {
@@ -90,7 +92,7 @@ class Daemon {
          std::unique_ptr<Authenticator> authenticator)
       : authenticator_(std::move(authenticator)),
         engine_(std::move(registry), options.limits, options.workers),
-        service_(engine_, *authenticator_) {}
+        service_(engine_, *authenticator_, options.submit_streams) {}
 
   std::unique_ptr<Authenticator> authenticator_;
   Engine engine_;

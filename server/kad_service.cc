@@ -11,6 +11,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_format.h"
 #include "server/queue_dispatch.h"
+#include "server/submit_reactor.h"
 #include "server/transfer_chunks.h"
 #include "server/wire.h"
 
@@ -34,8 +35,16 @@ int method_index(const char* method) {
 }
 }  // namespace
 
-KadService::KadService(Engine& engine, const Authenticator& authenticator)
+KadService::KadService(Engine& engine, const Authenticator& authenticator,
+                       SubmitStreams submit_streams)
     : engine_(engine), authenticator_(authenticator) {
+  if (submit_streams == SubmitStreams::kReactors) {
+    commands_ = std::make_unique<CommandPool>();
+    MarkMethodCallback(
+        method_index("Submit"),
+        new grpc::internal::CallbackBidiHandler<v1::QueueCommand, v1::QueueReply>(
+            [this](grpc::CallbackServerContext* context) { return submit_reactor(context); }));
+  }
   // The transfers' handlers take gRPC's bytes. To gRPC's sync server a
   // "streamed" method is a bidirectional stream: on the wire, a client
   // stream (WriteBuffer) and a server stream (ReadBuffer) are the same.
@@ -446,6 +455,20 @@ void KadService::run_batch(Session& session, uint64_t queue, const v1::LaunchBat
   set_status(first, reply);
 }
 
+void KadService::run_stream_command(Session& session, uint64_t& queue,
+                                    const v1::QueueCommand& command, v1::QueueReply* reply) {
+  reset_reply(reply);
+  reply->set_tag(command.tag());
+  if (queue == 0) queue = command.queue();
+  if (command.queue() != 0 && command.queue() != queue) {
+    reply->set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+    reply->set_message(absl::StrFormat("this stream is bound to queue %d; command names queue %d",
+                                       queue, command.queue()));
+    return;
+  }
+  run_command(session, queue, command, reply);
+}
+
 void KadService::run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
                              v1::QueueReply* reply) {
   // Decoded here; what the command does is run_queue_op's, shared with the
@@ -619,14 +642,34 @@ class ReplyRing {
 
 }  // namespace
 
+absl::StatusOr<SessionSlot> KadService::stream_slot(Session& session) {
+  return SessionSlot::take(session.streams, engine_.limits().max_streams_per_session,
+                           "Submit streams", "--max-streams-per-session", session.tenant(),
+                           Quota::kStreams);
+}
+
+grpc::ServerBidiReactor<v1::QueueCommand, v1::QueueReply>* KadService::submit_reactor(
+    grpc::CallbackServerContext* context) {
+  absl::StatusOr<std::shared_ptr<Session>> s = session_of(*context);
+  absl::StatusOr<SessionSlot> slot = s.ok() ? stream_slot(**s) : s.status();
+  if (!slot.ok()) {
+    // Refused: the stream ends at once with the reason.
+    class Refused final : public grpc::ServerBidiReactor<v1::QueueCommand, v1::QueueReply> {
+     public:
+      explicit Refused(const grpc::Status& status) { Finish(status); }
+      void OnDone() override { delete this; }
+    };
+    return new Refused(to_grpc(slot.status()));
+  }
+  return new SubmitReactor(*this, *commands_, *std::move(s), *std::move(slot));
+}
+
 grpc::Status KadService::Submit(
     grpc::ServerContext* context,
     grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
-  absl::StatusOr<SessionSlot> slot =
-      SessionSlot::take((*s)->streams, engine_.limits().max_streams_per_session, "Submit streams",
-                        "--max-streams-per-session", (*s)->tenant(), Quota::kStreams);
+  absl::StatusOr<SessionSlot> slot = stream_slot(**s);
   if (!slot.ok()) return to_grpc(slot.status());
   auto ring = std::make_unique<ReplyRing>();
   std::thread writer([&] { ring->drain_to(context, stream); });
@@ -642,16 +685,7 @@ grpc::Status KadService::Submit(
   uint64_t queue = 0;
   while (stream->Read(&command)) {
     v1::QueueReply& reply = write_now ? own_reply : *ring->next_slot();
-    reset_reply(&reply);
-    reply.set_tag(command.tag());
-    if (queue == 0) queue = command.queue();
-    if (command.queue() != 0 && command.queue() != queue) {
-      reply.set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
-      reply.set_message(absl::StrFormat("this stream is bound to queue %d; command names queue %d",
-                                        queue, command.queue()));
-    } else {
-      run_command(**s, queue, command, &reply);
-    }
+    run_stream_command(**s, queue, command, &reply);
     if (write_now) {
       ring->write_now(stream, reply);  // a broken stream's Read fails next
     } else {

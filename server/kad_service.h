@@ -10,6 +10,7 @@
 
 #include "kad/v1/kad.grpc.pb.h"
 #include "server/bearer_tokens.h"
+#include "server/command_pool.h"
 #include "server/engine.h"
 
 namespace kad::server {
@@ -23,6 +24,17 @@ inline constexpr size_t kMaxBatchLaunches = 1024;
 
 grpc::Status to_grpc(const absl::Status& status);
 
+// How Submit streams are served (--submit-streams). gRPC 1.51's callback
+// API costs a round trip 25-40 µs more than its sync API on the 2-core
+// development VM (bare echo servers, bench/results/2026-12-02-submit-reactor),
+// most of what a synchronous launch over gRPC costs kad; its sync API holds
+// a thread per open stream (and kad a second one), which a service with many
+// mostly idle remote clients pays for in threads.
+enum class SubmitStreams {
+  kThreads,   // the sync API: the lowest latency
+  kReactors,  // reactors (submit_reactor.h): no thread while a stream waits for its client
+};
+
 // OpenSession uses the callback API: a session holds no server thread while
 // it waits for its client to leave. WriteBuffer and ReadBuffer take and
 // give gRPC's bytes (transfer_chunks.h): a transfer's data is not copied
@@ -30,7 +42,8 @@ grpc::Status to_grpc(const absl::Status& status);
 class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad::Service> {
  public:
   // Every call is first checked by `authenticator` (bearer tokens on TCP).
-  KadService(Engine& engine, const Authenticator& authenticator);
+  KadService(Engine& engine, const Authenticator& authenticator,
+             SubmitStreams submit_streams = SubmitStreams::kThreads);
 
   grpc::ServerWriteReactor<v1::SessionEvent>* OpenSession(
       grpc::CallbackServerContext* context, const v1::OpenSessionRequest* request) override;
@@ -58,8 +71,14 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
                          v1::GetKernelResponse* response) override;
   grpc::Status CreateQueue(grpc::ServerContext* context, const v1::CreateQueueRequest* request,
                            v1::CreateQueueResponse* response) override;
+  // A stream of queue commands on a thread of gRPC's sync server, which
+  // reads them, runs each and writes its reply (SubmitStreams::kThreads).
   grpc::Status Submit(grpc::ServerContext* context,
                       grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) override;
+  // The same as a reactor on gRPC's callback threads, its commands run on
+  // commands_ (SubmitStreams::kReactors).
+  grpc::ServerBidiReactor<v1::QueueCommand, v1::QueueReply>* submit_reactor(
+      grpc::CallbackServerContext* context);
 
   // Readies a reused reply for the next command without freeing what it
   // holds: Clear() would delete the `choice` submessage, and the next launch
@@ -78,6 +97,11 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
   // this very dispatch (tests/alloc/daemon_alloc_test.cc).
   void run_command(Session& session, uint64_t queue, const v1::QueueCommand& command,
                    v1::QueueReply* reply);
+  // Runs one command of a Submit stream bound to `queue` (0: bound by this
+  // command): the reply carries its tag, and a command naming another queue
+  // is refused.
+  void run_stream_command(Session& session, uint64_t& queue, const v1::QueueCommand& command,
+                          v1::QueueReply* reply);
   // Launches submitted back to back in one message; one reply for all.
   void run_batch(Session& session, uint64_t queue, const v1::LaunchBatch& batch,
                  v1::QueueReply* reply);
@@ -92,9 +116,14 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
   // Who the call comes from (tenants.h), once authenticated: for OpenSession
   // and GetStatus, which need it.
   absl::StatusOr<CallerIdentity> identify(const grpc::ServerContextBase& context) const;
+  // A Submit stream's place among the session's (--max-streams-per-session).
+  absl::StatusOr<SessionSlot> stream_slot(Session& session);
 
   Engine& engine_;
   const Authenticator& authenticator_;
+  // Runs reactor streams' commands; stops after gRPC's server (whose
+  // streams use it) is gone. Null with SubmitStreams::kThreads.
+  std::unique_ptr<CommandPool> commands_;
   // The uid of a UNIX socket peer, by gRPC's peer string; set before serving.
   std::function<std::optional<uint32_t>(const std::string& peer)> peer_uid_;
 };

@@ -284,9 +284,15 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
     EXPECT_EQ(wrong.code, 2) << value;
     EXPECT_THAT(wrong.output, HasSubstr("max_sessions must be a whole number, 0 or more")) << value;
   }
+  std::ofstream(dir + "/kad.toml") << "submit_streams = \"reactor\"\n";
+  ProcessRun unknown_mode = run(kad + " --check-config");
+  EXPECT_EQ(unknown_mode.code, 2);
+  EXPECT_THAT(unknown_mode.output,
+              HasSubstr("submit_streams `reactor` is neither `threads` nor `reactors`"));
 
   std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/kad.sock\"]\n"
-                                   << "max_sessions = 4\nlog_format = \"json\"\n";
+                                   << "max_sessions = 4\nlog_format = \"json\"\n"
+                                   << "submit_streams = \"reactors\"\n";
   ProcessRun ok = run(kad + " --check-config");
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_THAT(ok.output, HasSubstr("kad.toml and the flags are valid"));

@@ -25,16 +25,28 @@ kad::Dims to_core(const client::Dims& d) {
   return out;
 }
 
+// A second kad, serving Submit streams as reactors (--submit-streams
+// reactors): the "tcp_reactors" transport. Started at its first use.
+const testing::Daemon& reactor_daemon() {
+  static const std::unique_ptr<testing::Daemon> daemon = [] {
+    auto d = testing::Daemon::start({"--submit-streams", "reactors"});
+    EXPECT_TRUE(d.ok()) << d.status();
+    return d.ok() ? *std::move(d) : nullptr;
+  }();
+  return *daemon;
+}
+
 class ClientConformance : public testing::DaemonSuite,
                           public ::testing::WithParamInterface<const char*> {
  protected:
   void SetUp() override {
     const std::string t = GetParam();
-    uri_ = t == "shm"         ? daemon().unix_uri() + "?transport=shm"
-           : t == "unix_grpc" ? daemon().unix_uri() + "?transport=grpc"
-           : t == "unix"      ? daemon().unix_uri()
-           : t == "tcp"       ? daemon().tcp_uri()
-                              : "inproc:";
+    uri_ = t == "shm"            ? daemon().unix_uri() + "?transport=shm"
+           : t == "unix_grpc"    ? daemon().unix_uri() + "?transport=grpc"
+           : t == "unix"         ? daemon().unix_uri()
+           : t == "tcp"          ? daemon().tcp_uri()
+           : t == "tcp_reactors" ? reactor_daemon().tcp_uri()
+                                 : "inproc:";
     client_ = connect(uri_);
     ASSERT_NE(client_, nullptr);
     auto q = client_->create_queue();
@@ -392,7 +404,8 @@ TEST_P(ClientConformanceBump, ALargeCopyComesAfterTheLaunchesSubmittedBeforeIt) 
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ClientConformanceBump,
-                         ::testing::Values("unix", "shm", "unix_grpc", "tcp", "inproc"),
+                         ::testing::Values("unix", "shm", "unix_grpc", "tcp", "tcp_reactors",
+                                           "inproc"),
                          [](const auto& info) { return std::string(info.param); });
 
 TEST_P(ClientConformance, PingIsARoundTripThatKeepsOrder) {
@@ -405,7 +418,8 @@ TEST_P(ClientConformance, PingIsARoundTripThatKeepsOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ClientConformance,
-                         ::testing::Values("unix", "shm", "unix_grpc", "tcp", "inproc"),
+                         ::testing::Values("unix", "shm", "unix_grpc", "tcp", "tcp_reactors",
+                                           "inproc"),
                          [](const auto& info) { return std::string(info.param); });
 
 }  // namespace

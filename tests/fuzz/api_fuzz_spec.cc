@@ -106,8 +106,9 @@ bool documented(Call call, Code code) {
     case Call::kCreateQueue:
       return listed(code, {Code::RESOURCE_EXHAUSTED, Code::UNAVAILABLE, Code::INTERNAL});
     case Call::kSubmit:
-      // ABORTED: the last reply once its session closed; CANCELLED: how the
-      // stream then ends (gRPC sends no status of a stream the server cancels);
+      // ABORTED: the last reply once its session closed (and a reactor
+      // stream's status then); CANCELLED: how a stream on a thread then ends
+      // (gRPC sends no status of a stream the server cancels);
       // RESOURCE_EXHAUSTED: more streams than a session may hold open.
       return listed(code, {Code::ABORTED, Code::CANCELLED, Code::RESOURCE_EXHAUSTED});
     case Call::kLaunch:

@@ -39,6 +39,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "gtest/gtest.h"
@@ -51,10 +52,12 @@ namespace {
 struct Config {
   uint64_t seed;
   seconds duration;
+  std::string submit_streams;  // kad's --submit-streams
 };
 
 Config config_from_environment() {
-  Config c{0, seconds(45)};
+  Config c{0, seconds(45), "threads"};
+  if (const char* s = std::getenv("KAD_API_FUZZ_SUBMIT_STREAMS"); s && *s) c.submit_streams = s;
   if (const char* seed = std::getenv("KAD_API_FUZZ_SEED"); seed && *seed) {
     c.seed = std::strtoull(seed, nullptr, 0);
   } else {
@@ -68,14 +71,15 @@ Config config_from_environment() {
 
 TEST(ApiFuzz, BoundedRun) {
   const Config config = config_from_environment();
-  std::printf("kad API fuzz: seed %llu, %lld s (replay: KAD_API_FUZZ_SEED=%llu)\n",
-              static_cast<unsigned long long>(config.seed),
-              static_cast<long long>(config.duration.count()),
-              static_cast<unsigned long long>(config.seed));
+  std::printf(
+      "kad API fuzz: seed %llu, %lld s, Submit streams on %s (replay: KAD_API_FUZZ_SEED=%llu)\n",
+      static_cast<unsigned long long>(config.seed), static_cast<long long>(config.duration.count()),
+      config.submit_streams.c_str(), static_cast<unsigned long long>(config.seed));
   std::fflush(stdout);
-  auto daemon = testing::Daemon::start({"--max-sessions", std::to_string(kDaemonMaxSessions),
-                                        "--session-memory-quota",
-                                        std::to_string(kSessionMemoryQuota), "--cache-dir", "off"});
+  auto daemon =
+      testing::Daemon::start({"--max-sessions", std::to_string(kDaemonMaxSessions),
+                              "--session-memory-quota", std::to_string(kSessionMemoryQuota),
+                              "--cache-dir", "off", "--submit-streams", config.submit_streams});
   ASSERT_TRUE(daemon.ok()) << daemon.status();
   const auto started = Clock::now();
   Fuzzer fuzzer(**daemon, config.seed, started + config.duration);

@@ -20,3 +20,7 @@ target_compile_definitions(kad_api_fuzz_tests PRIVATE
 target_link_libraries(kad_api_fuzz_tests PRIVATE kad_test_daemon kad_proto GTest::gtest_main)
 add_test(NAME api_fuzz_bounded_run COMMAND kad_api_fuzz_tests)
 set_tests_properties(api_fuzz_bounded_run PROPERTIES TIMEOUT 240)
+# The same, shorter, against Submit streams served as reactors.
+add_test(NAME api_fuzz_bounded_run_submit_reactors COMMAND kad_api_fuzz_tests)
+set_tests_properties(api_fuzz_bounded_run_submit_reactors PROPERTIES TIMEOUT 240
+  ENVIRONMENT "KAD_API_FUZZ_SUBMIT_STREAMS=reactors;KAD_API_FUZZ_SECONDS=20")
