@@ -131,8 +131,10 @@ class Queue {
                                    std::span<std::byte> data) = 0;
   // write_buffer of the pieces' bytes, in order, written at `offset` one
   // after the other: a transfer as it arrived from the network, in several
-  // slices. The default gathers them into one block first; a queue whose
-  // buffers the host writes directly copies each piece into place.
+  // slices. The default gathers them into one block first and calls
+  // write_buffer; a queue whose buffers the host writes directly copies each
+  // piece into place, and then must override both (its write_buffer may call
+  // this one, never the default).
   virtual absl::Status write_buffer_pieces(Buffer& buffer, uint64_t offset,
                                            std::span<const std::span<const std::byte>> pieces);
   // Waits for `event` (and all before it); reports a failed command.

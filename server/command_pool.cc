@@ -1,5 +1,9 @@
 #include "server/command_pool.h"
 
+#include <system_error>
+
+#include "spdlog/spdlog.h"
+
 namespace kad::server {
 
 CommandPool::CommandPool(size_t keep, absl::Duration idle_exit)
@@ -23,27 +27,36 @@ CommandPool::~CommandPool() {
 }
 
 void CommandPool::post(Task* task) {
-  absl::MutexLock lock(&mu_);
-  task->next_ = nullptr;
-  if (tail_ != nullptr) {
-    tail_->next_ = task;
-  } else {
-    head_ = task;
+  std::list<std::thread> ended;  // joined once mu_ is released
+  {
+    absl::MutexLock lock(&mu_);
+    task->next_ = nullptr;
+    if (tail_ != nullptr) {
+      tail_->next_ = task;
+    } else {
+      head_ = task;
+    }
+    tail_ = task;
+    ++pending_;
+    if (pending_ <= idle_ || stopping_) return;  // an idle thread takes it
+    // Every thread is busy: one more, so that a task never waits for another
+    // to end (it may block for as long as a launch's deadline).
+    for (const auto& t : ended_) ended.splice(ended.end(), threads_, t);
+    ended_.clear();
+    threads_.emplace_back();
+    const auto self = std::prev(threads_.end());
+    try {
+      *self = std::thread([this, self] { serve(self); });
+      ++started_;
+    } catch (const std::system_error& e) {
+      // No thread to be had (the process's limit): the task waits for a
+      // busy one, as on a pool of fixed size.
+      threads_.erase(self);
+      spdlog::warn("kad could not start a thread for queue commands ({}); {} run now", e.what(),
+                   threads_.size() - ended_.size());
+    }
   }
-  tail_ = task;
-  ++pending_;
-  if (pending_ <= idle_ || stopping_) return;  // an idle thread takes it
-  // Every thread is busy: one more, so that a task never waits for another
-  // to end (it may block for as long as a launch's deadline).
-  for (const auto& t : ended_) {
-    t->join();
-    threads_.erase(t);
-  }
-  ended_.clear();
-  ++started_;
-  threads_.emplace_back();
-  const auto self = std::prev(threads_.end());
-  *self = std::thread([this, self] { serve(self); });
+  for (std::thread& t : ended) t.join();
 }
 
 void CommandPool::serve(std::list<std::thread>::iterator self) {

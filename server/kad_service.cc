@@ -5,6 +5,8 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdio>
+#include <cstdlib>
 #include <thread>
 #include <vector>
 
@@ -27,11 +29,15 @@ namespace {
 // The index of kad.v1.Kad's `method` among the service's methods: gRPC's
 // generated service registers them in the order kad.proto declares them.
 int method_index(const char* method) {
-  return v1::WriteBufferChunk::descriptor()
-      ->file()
-      ->FindServiceByName("Kad")
-      ->FindMethodByName(method)
-      ->index();
+  const google::protobuf::ServiceDescriptor* service =
+      v1::WriteBufferChunk::descriptor()->file()->FindServiceByName("Kad");
+  const google::protobuf::MethodDescriptor* m =
+      service != nullptr ? service->FindMethodByName(method) : nullptr;
+  if (m == nullptr) {  // kad.proto and this file disagree: a build error, caught by any test
+    std::fprintf(stderr, "kad: kad.proto has no method kad.v1.Kad/%s\n", method);
+    std::abort();
+  }
+  return m->index();
 }
 }  // namespace
 

@@ -6,6 +6,11 @@ namespace kad::server {
 
 namespace {
 constexpr char kSessionClosed[] = "the session this stream belongs to has closed: the stream ends";
+
+// Frees what a reused message's bytes field held, if it was large.
+void give_back_large(std::string* bytes) {
+  if (bytes->capacity() > SubmitReactor::kKeptBytes) std::string().swap(*bytes);
+}
 }  // namespace
 
 SubmitReactor::SubmitReactor(KadService& service, CommandPool& pool,
@@ -96,6 +101,10 @@ void SubmitReactor::run() {
       reply = tail_;
     }
     run_one(command, reply);
+    if (v1::QueueCommand& ran = commands_[command % kCommands];
+        ran.command_case() == v1::QueueCommand::kCopyIn) {
+      give_back_large(ran.mutable_copy_in()->mutable_data());
+    }
     Next next;
     {
       absl::MutexLock lock(&mu_);
@@ -133,6 +142,7 @@ void SubmitReactor::OnWriteDone(bool ok) {
     if (!ok) {
       broken_ = true;  // the client left: the rest is discarded
     } else if (!writing_last_) {
+      give_back_large(replies_[head_ % kReplies].mutable_data());
       ++head_;
     }
     writing_last_ = false;

@@ -3,12 +3,13 @@
 // gRPC reads the stream's commands on its callback threads; each command
 // runs on the CommandPool (it may block), in order, one at a time, and the
 // thread that ran it writes its reply, or queues it behind a reply still
-// being written. The next command is read once the last one ran, so a
-// stream holds no thread while it waits for its client, and at most one
-// while a command runs.
+// being written. Up to kCommands commands are read ahead of the one
+// running. A stream holds no thread while it waits for its client, and at
+// most one while its commands run.
 //
-// Replies that the client does not read pile up to kReplies; past that the
-// stream reads no more commands until it does.
+// Replies not yet written pile up to kReplies (more than kad's client
+// leaves unread, Queue::kMaxInFlight); past that the stream reads no more
+// commands until they go. A slot keeps no large copy data once used.
 //
 // When the session closes, the stream sends one last reply (tag 0, ABORTED,
 // saying why) after the one being written and ends; commands not yet run
@@ -32,7 +33,10 @@ class KadService;
 class SubmitReactor final : public grpc::ServerBidiReactor<v1::QueueCommand, v1::QueueReply>,
                             private CommandPool::Task {
  public:
-  static constexpr size_t kReplies = 1024;  // more than any client leaves unread
+  static constexpr size_t kReplies = 512;
+  // A message whose bytes held more than this gives them back once used:
+  // an idle stream keeps no megabytes of its last copies.
+  static constexpr size_t kKeptBytes = 64 << 10;
 
   // Starts reading. Deletes itself when gRPC is done with the stream.
   SubmitReactor(KadService& service, CommandPool& pool, std::shared_ptr<Session> session,

@@ -28,7 +28,7 @@ absl::StatusOr<WriteChunk> WriteChunkReader::parse(grpc::ByteBuffer& message) {
   // One pass over the fields finds where the data is; it is then taken from
   // the message's slices in place.
   int data_at = 0;
-  uint32_t data_size = 0;
+  uint64_t data_size = 0;
   {
     grpc::ProtoBufferReader reader(&message);
     if (!reader.status().ok()) return unparsable("gRPC gave no bytes");
@@ -36,6 +36,7 @@ absl::StatusOr<WriteChunk> WriteChunkReader::parse(grpc::ByteBuffer& message) {
     while (const uint32_t tag = in.ReadTag()) {
       const int field = WireFormatLite::GetTagFieldNumber(tag);
       const WireFormatLite::WireType type = WireFormatLite::GetTagWireType(tag);
+      if (field == 0) return unparsable("a field numbered 0");
       uint64_t* varint = nullptr;
       switch (field) {
         case v1::WriteBufferChunk::kQueueFieldNumber:
@@ -59,9 +60,11 @@ absl::StatusOr<WriteChunk> WriteChunkReader::parse(grpc::ByteBuffer& message) {
       }
       if (field == v1::WriteBufferChunk::kDataFieldNumber &&
           type == WireFormatLite::WIRETYPE_LENGTH_DELIMITED) {
-        if (!in.ReadVarint32(&data_size)) return unparsable("the data's length");
+        // Read whole, as protobuf does: a length past 32 bits is refused,
+        // not cut to its low bits.
+        if (!in.ReadVarint64(&data_size)) return unparsable("the data's length");
         data_at = in.CurrentPosition();
-        if (data_size > static_cast<uint32_t>(INT32_MAX) || !in.Skip(static_cast<int>(data_size))) {
+        if (data_size > static_cast<uint64_t>(INT32_MAX) || !in.Skip(static_cast<int>(data_size))) {
           return unparsable(absl::StrFormat("its data says %d bytes and fewer follow", data_size));
         }
         continue;

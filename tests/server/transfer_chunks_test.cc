@@ -116,6 +116,9 @@ TEST(WriteChunkReader, RefusesBytesThatAreNoChunkNamingWhatIsWrong) {
       {std::string("\x08\xff\xff", 3), "field 1"},
       {std::string("\x00\x01", 2), "malformed"},
       {std::string("\x0f", 1), "field 1 of wire type 7"},
+      {std::string("\x02\x00", 2), "a field numbered 0"},
+      // 2^32 + 5: protobuf refuses it whole; cut to 32 bits it would read 5.
+      {std::string("\x22\x85\x80\x80\x80\x10", 6) + "fives", "says 4294967301 bytes"},
   };
   for (const auto& c : cases) {
     grpc::ByteBuffer message = sliced(c.bytes, 1);
