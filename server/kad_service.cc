@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -554,10 +555,17 @@ namespace {
 // writes complete only when the other side reads, so there replies go
 // through the ring, written by the stream's writer thread, and reading
 // commands never waits for the client to read answers. The writer thread
-// also sends the last reply when the session closes. Slots are reused
-// messages: no allocation per reply once warm.
+// also sends the last reply when the session closes; over a socket, where
+// there is no writer thread, a thread started then sends it. Slots are
+// reused messages: no allocation per reply once warm.
 class ReplyRing {
  public:
+  using Stream = grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>;
+
+  ~ReplyRing() {
+    if (ender_.joinable()) ender_.join();
+  }
+
   // Writes `reply` from the calling thread; false when the stream is
   // broken or its session has ended (the reply is then discarded).
   bool write_now(grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream,
@@ -596,6 +604,24 @@ class ReplyRing {
     absl::MutexLock lock(&mu_);
     session_closed_ = true;
   }
+  // The same for a stream without a writer thread (write_now): a thread of
+  // its own sends the last reply, once the one being written has gone.
+  // Does not block either; the ring's destructor joins that thread.
+  void end_with_session_now(grpc::ServerContext* context, Stream* stream) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (session_closed_) return;
+      session_closed_ = true;
+    }
+    try {
+      ender_ = std::thread([this, context, stream] {
+        absl::MutexLock write_lock(&write_mu_);
+        write_last(context, stream);
+      });
+    } catch (const std::system_error&) {
+      context->TryCancel();  // no thread to be had: the stream ends without its last reply
+    }
+  }
   // Runs on the writer thread until close() and every reply is written.
   void drain_to(grpc::ServerContext* context,
                 grpc::ServerReaderWriter<v1::QueueReply, v1::QueueCommand>* stream) {
@@ -617,11 +643,7 @@ class ReplyRing {
       }
       absl::MutexLock write_lock(&write_mu_);  // after a reply being written now
       if (session_ended) {
-        v1::QueueReply last;
-        last.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
-        last.set_message("the session this stream belongs to has closed: the stream ends");
-        stream->Write(last);
-        context->TryCancel();  // Read() in Submit returns, and the handler ends
+        write_last(context, stream);
         continue;
       }
       const bool written = broken ? false : stream->Write(*reply);
@@ -632,6 +654,15 @@ class ReplyRing {
   }
 
  private:
+  // The session's end: the last reply, then the stream is cancelled (its
+  // Read() in Submit returns, and the handler ends).
+  static void write_last(grpc::ServerContext* context, Stream* stream) {
+    v1::QueueReply last;
+    last.set_code(static_cast<int32_t>(absl::StatusCode::kAborted));
+    last.set_message("the session this stream belongs to has closed: the stream ends");
+    stream->Write(last);
+    context->TryCancel();
+  }
   bool has_room() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { return tail_ - head_ < kSlots; }
   bool has_work_or_closed() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     return head_ != tail_ || closed_ || (session_closed_ && !broken_);
@@ -639,6 +670,7 @@ class ReplyRing {
   absl::Mutex write_mu_;  // one write on the stream at a time; taken before mu_
   absl::Mutex mu_;
   std::array<v1::QueueReply, kSlots> slots_;
+  std::thread ender_;                       // end_with_session_now's
   uint64_t head_ ABSL_GUARDED_BY(mu_) = 0;  // next to write
   uint64_t tail_ ABSL_GUARDED_BY(mu_) = 0;  // next to fill
   bool closed_ ABSL_GUARDED_BY(mu_) = false;
@@ -677,17 +709,25 @@ grpc::Status KadService::Submit(
   if (!s.ok()) return to_grpc(s.status());
   absl::StatusOr<SessionSlot> slot = stream_slot(**s);
   if (!slot.ok()) return to_grpc(slot.status());
-  auto ring = std::make_unique<ReplyRing>();
-  std::thread writer([&] { ring->drain_to(context, stream); });
-  ReplyRing* const ring_ptr = ring.get();
-  const uint64_t listener = (*s)->add_close_listener([ring_ptr] { ring_ptr->end_with_session(); });
-  v1::QueueCommand command;
-  v1::QueueReply own_reply;  // write_now's, reused
   // A socket's peer (gRPC names it by address, or `fd:N` for the UNIX
   // connections kad accepts itself); the in-process channel's is "unknown".
   const std::string peer = context->peer();
   const bool write_now = absl::StartsWith(peer, "ipv4:") || absl::StartsWith(peer, "ipv6:") ||
                          absl::StartsWith(peer, "unix:") || absl::StartsWith(peer, "fd:");
+  auto ring = std::make_unique<ReplyRing>();
+  // Only the in-process channel's stream has a writer thread.
+  std::thread writer;
+  if (!write_now) writer = std::thread([&] { ring->drain_to(context, stream); });
+  ReplyRing* const ring_ptr = ring.get();
+  const uint64_t listener = (*s)->add_close_listener([ring_ptr, write_now, context, stream] {
+    if (write_now) {
+      ring_ptr->end_with_session_now(context, stream);
+    } else {
+      ring_ptr->end_with_session();
+    }
+  });
+  v1::QueueCommand command;
+  v1::QueueReply own_reply;  // write_now's, reused
   uint64_t queue = 0;
   while (stream->Read(&command)) {
     v1::QueueReply& reply = write_now ? own_reply : *ring->next_slot();
@@ -700,7 +740,7 @@ grpc::Status KadService::Submit(
   }
   (*s)->remove_close_listener(listener);
   ring->close();
-  writer.join();
+  if (writer.joinable()) writer.join();
   return grpc::Status::OK;
 }
 

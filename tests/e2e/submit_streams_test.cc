@@ -3,6 +3,7 @@
 // client. Either way a stream ends when its session closes, saying why.
 // (ClientConformance's "tcp_reactors" transport runs the client's whole
 // conformance suite over reactors.)
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -55,9 +56,9 @@ class SubmitStreams : public ::testing::TestWithParam<std::string> {
   std::unique_ptr<testing::Daemon> daemon_;
 };
 
-// 48 more open streams, each having run a command: a thread each (and one
-// of kad's) on threads; none on reactors, give or take the few that serve
-// them while they run.
+// 48 more open streams, each having run a command: a thread each on
+// threads; none on reactors, give or take the few that serve them while
+// they run.
 TEST_P(SubmitStreams, StreamsWaitingForTheirClientsHoldThreadsOnlyOnThreads) {
   std::vector<std::unique_ptr<WireSession>> sessions;
   std::vector<uint64_t> queues;
@@ -79,10 +80,14 @@ TEST_P(SubmitStreams, StreamsWaitingForTheirClientsHoldThreadsOnlyOnThreads) {
     ASSERT_EQ(streams.back()->send(ping).code(), 0);
   }
   const int added = daemon_threads() - before;
+  std::printf("kad's threads: %d, then +%d for 48 more streams\n", before, added);
   if (GetParam() == "reactors") {
     EXPECT_LE(added, 8) << "kad had " << before << " threads before 48 more streams";
   } else {
-    EXPECT_GE(added, 48) << "kad had " << before << " threads before 48 more streams";
+    // gRPC's sync server: a thread per stream, and no second one of kad's
+    // (a stream over a socket writes its replies from the thread that reads).
+    EXPECT_GE(added, 40) << "kad had " << before << " threads before 48 more streams";
+    EXPECT_LE(added, 60) << "kad had " << before << " threads before 48 more streams";
   }
   streams.clear();
   testing::expect_bystander_served(daemon_->tcp_uri());
