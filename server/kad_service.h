@@ -28,7 +28,7 @@ grpc::Status to_grpc(const absl::Status& status);
 // API costs a round trip 25-40 µs more than its sync API on the 2-core
 // development VM (bare echo servers, bench/results/2026-12-02-submit-reactor),
 // most of what a synchronous launch over gRPC costs kad; its sync API holds
-// a thread per open stream (and kad a second one), which a service with many
+// a thread per open stream, which a service with many
 // mostly idle remote clients pays for in threads.
 enum class SubmitStreams {
   kThreads,   // the sync API: the lowest latency
