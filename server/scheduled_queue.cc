@@ -294,13 +294,12 @@ absl::Status ScheduledQueue::finish() {
 
 absl::Status ScheduledQueue::write_buffer(Buffer& buffer, uint64_t offset,
                                           std::span<const std::byte> data) {
-  // After every launch before it: those waiting in kad included.
-  if (absl::Status s = finish(); !s.ok()) return s;
-  return queue_->write_buffer(buffer, offset, data);
+  return write_buffer_pieces(buffer, offset, {&data, 1});
 }
 
 absl::Status ScheduledQueue::write_buffer_pieces(
     Buffer& buffer, uint64_t offset, std::span<const std::span<const std::byte>> pieces) {
+  // After every launch before it: those waiting in kad included.
   if (absl::Status s = finish(); !s.ok()) return s;
   return queue_->write_buffer_pieces(buffer, offset, pieces);
 }

@@ -488,19 +488,7 @@ TEST_P(AuditRegressions, AWorkgroupOverTheMaximumIsReportedAsTheClientGaveIt) {
 // Finding 6, one contract gap each.
 TEST_P(AuditRegressions, ASubmitStreamEndsWhenItsSessionCloses) {
   WireSession s(uri(), "closing");
-  const uint64_t q = queue(s);
-  WireSession::Stream stream(s);
-  v1::QueueCommand ping;
-  ping.set_queue(q);
-  ping.mutable_ping();
-  EXPECT_EQ(stream.send(ping).code(), 0);
-  s.close();
-  v1::QueueReply last;
-  ASSERT_TRUE(stream.read(&last)) << "the stream ended without saying why";
-  EXPECT_EQ(last.code(), static_cast<int>(grpc::StatusCode::ABORTED));
-  EXPECT_THAT(last.message(), HasSubstr("the session this stream belongs to has closed"));
-  EXPECT_FALSE(stream.read(&last)) << "the stream goes on after its session closed";
-  EXPECT_FALSE(stream.finish().ok());
+  EXPECT_FALSE(testing::close_session_under_a_stream(s, queue(s)).ok());
 }
 
 TEST_P(AuditRegressions, ASpirvModuleThatCrashesItsTranslatorIsTheClientsError) {

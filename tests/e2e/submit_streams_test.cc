@@ -95,20 +95,7 @@ TEST_P(SubmitStreams, StreamsWaitingForTheirClientsHoldThreadsOnlyOnThreads) {
 
 TEST_P(SubmitStreams, AStreamEndsWhenItsSessionClosesSayingWhy) {
   WireSession s(daemon_->tcp_uri(), "closing");
-  const uint64_t q = queue_of(s);
-  WireSession::Stream stream(s);
-  v1::QueueCommand ping;
-  ping.set_queue(q);
-  ping.mutable_ping();
-  ASSERT_EQ(stream.send(ping).code(), 0);
-  s.close();
-  v1::QueueReply last;
-  ASSERT_TRUE(stream.read(&last)) << "the stream ended without saying why";
-  EXPECT_EQ(last.tag(), 0u);
-  EXPECT_EQ(last.code(), static_cast<int>(grpc::StatusCode::ABORTED));
-  EXPECT_THAT(last.message(), HasSubstr("the session this stream belongs to has closed"));
-  EXPECT_FALSE(stream.read(&last)) << "the stream goes on after its session closed";
-  const grpc::Status end = stream.finish();
+  const grpc::Status end = testing::close_session_under_a_stream(s, queue_of(s));
   // A thread's stream is cancelled (gRPC sends no status then); a reactor's
   // ends with the reason.
   if (GetParam() == "reactors") {

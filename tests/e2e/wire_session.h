@@ -101,4 +101,25 @@ class WireSession {
   std::string id_;
 };
 
+// Closes `session` under one of its Submit streams, bound to `queue` by a
+// ping: the stream's last reply (tag 0, ABORTED) says why, and the stream
+// ends. Returns the stream's final status, which differs by how kad serves
+// streams.
+inline grpc::Status close_session_under_a_stream(WireSession& session, uint64_t queue) {
+  WireSession::Stream stream(session);
+  v1::QueueCommand ping;
+  ping.set_queue(queue);
+  ping.mutable_ping();
+  EXPECT_EQ(stream.send(ping).code(), 0);
+  session.close();
+  v1::QueueReply last;
+  EXPECT_TRUE(stream.read(&last)) << "the stream ended without saying why";
+  EXPECT_EQ(last.tag(), 0u);
+  EXPECT_EQ(last.code(), static_cast<int>(grpc::StatusCode::ABORTED));
+  EXPECT_NE(last.message().find("the session this stream belongs to has closed"), std::string::npos)
+      << last.message();
+  EXPECT_FALSE(stream.read(&last)) << "the stream goes on after its session closed";
+  return stream.finish();
+}
+
 }  // namespace kad::testing
