@@ -52,6 +52,10 @@ class InjectingQueue final : public Queue {
     return inner_->read_buffer(b, o, d);
   }
   absl::Status wait(EventId e) override {
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(&ends_open_));
+    }
     if (absl::Status s = inner_->wait(e); !s.ok()) return s;
     if (!lose_once_) return absl::OkStatus();
     absl::MutexLock lock(&mu_);
@@ -70,7 +74,24 @@ class InjectingQueue final : public Queue {
     return absl::AbortedError("launch 1 was lost with the worker (injected)");
   }
   absl::Status finish() override { return inner_->finish(); }
-  bool ended(EventId e) override { return inner_->ended(e); }
+  bool ended(EventId e) override {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ends_open_) return false;
+    }
+    return inner_->ended(e);
+  }
+  // Until `open_ends`, no launch of this queue is seen to end (a wait
+  // blocks, a look finds none ended): a launch that holds the device's slot
+  // for as long as a test needs, however fast the device runs it.
+  void hold_ends() {
+    absl::MutexLock lock(&mu_);
+    ends_open_ = false;
+  }
+  void open_ends() {
+    absl::MutexLock lock(&mu_);
+    ends_open_ = true;
+  }
   bool lost_reported() const { return entered_.load(); }
   // Launches sent to the device by a thread other than the one that made
   // this queue (the pump's).
@@ -86,6 +107,7 @@ class InjectingQueue final : public Queue {
   std::atomic<int> other_threads_{0};
   absl::Mutex mu_;
   int waits_ ABSL_GUARDED_BY(mu_) = 0;
+  bool ends_open_ ABSL_GUARDED_BY(mu_) = true;
   std::atomic<bool> entered_{false};
 };
 
@@ -178,23 +200,35 @@ TEST_F(ScheduledQueueTest, AWaitingClientSendsItsOwnHeldLaunchWhenItsTurnComes) 
   auto real_b = device().create_queue();
   ASSERT_TRUE(real_a.ok() && real_b.ok());
   int tenant_a = 0, tenant_b = 0;
-  ScheduledQueue a(scheduler, *std::move(real_a), &tenant_a, 1, 0);
+  auto gated = std::make_unique<InjectingQueue>(*std::move(real_a), 0);
+  InjectingQueue& device_a = *gated;
+  ScheduledQueue a(scheduler, std::move(gated), &tenant_a, 1, 0);
   auto injecting = std::make_unique<InjectingQueue>(*std::move(real_b), 0);
   InjectingQueue& sent_b = *injecting;
   ScheduledQueue b(scheduler, std::move(injecting), &tenant_b, 1, 0);
   auto kernel = increment();
-  constexpr int64_t kLong = int64_t{1} << 22;  // a few milliseconds on the device
-  auto x = make_buffer<int32_t>(kLong, 0), y = make_buffer<int32_t>(4, 0);
+  auto x = make_buffer<int32_t>(4, 0), y = make_buffer<int32_t>(4, 0);
   const KernelArg on_x[] = {KernelArg::of_buffer(*x)}, on_y[] = {KernelArg::of_buffer(*y)};
-  const NdRange long_range(Dims{kLong}), range(Dims{4});
+  const NdRange range(Dims{4});
   for (int round = 1; round <= 5; ++round) {
-    // a has the one slot: b's launch waits in kad, and this thread waits for it.
-    ASSERT_TRUE(kad::launch(*kernel, a, cache(), {&long_range, nullptr, on_x}).ok());
+    // a has the one slot, and keeps it until b's client waits: b's launch
+    // waits in kad, and this thread waits for it. (A launch of a that
+    // merely ran long raced this thread on a fast machine: its end could
+    // reach b's pump before this thread reached its wait.)
+    device_a.hold_ends();
+    ASSERT_TRUE(kad::launch(*kernel, a, cache(), {&range, nullptr, on_x}).ok());
     const uint64_t held_before = scheduler.stats().held_total;
     auto r = kad::launch(*kernel, b, cache(), {&range, nullptr, on_y});
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(scheduler.stats().held_total, held_before + 1) << "b's launch was not held";
-    ASSERT_TRUE(b.wait(r->event).ok());
+    // This thread is in b's wait long before a's launch is seen to end.
+    std::thread end_a([&device_a] {
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      device_a.open_ends();
+    });
+    const absl::Status waited = b.wait(r->event);
+    end_a.join();
+    ASSERT_TRUE(waited.ok()) << waited;
   }
   EXPECT_EQ(sent_b.other_threads(), 0)
       << "launches of b that its pump sent, not its waiting client";
