@@ -11,6 +11,12 @@ constexpr char kSessionClosed[] = "the session this stream belongs to has closed
 void give_back_large(std::string* bytes) {
   if (bytes->capacity() > SubmitReactor::kKeptBytes) std::string().swap(*bytes);
 }
+
+// What a command read holds: a ping's bytes are not counted (a ping is
+// answered where it is read, and its round trip is the floor measured).
+size_t bytes_of(const v1::QueueCommand& command) {
+  return command.command_case() == v1::QueueCommand::kPing ? 0 : command.ByteSizeLong();
+}
 }  // namespace
 
 SubmitReactor::SubmitReactor(KadService& service, CommandPool& pool,
@@ -55,6 +61,9 @@ void SubmitReactor::OnReadDone(bool ok) {
       reads_done_ = true;
     } else if (!session_closed_ && !broken_) {
       const uint64_t read = read_++;
+      const size_t bytes = bytes_of(commands_[read % kCommands]);
+      command_bytes_[read % kCommands] = bytes;
+      held_bytes_ += bytes;
       if (!running_) {
         running_ = true;
         // A ping, alone on the stream, is answered from this thread: it
@@ -75,8 +84,7 @@ void SubmitReactor::OnReadDone(bool ok) {
     run_one(command, reply);
     {
       absl::MutexLock lock(&mu_);
-      ++ran_;
-      ++tail_;
+      ran_locked(command, reply);
       post = ran_ != read_;  // more came meanwhile: they run on the pool
       running_ = post;
       next = next_locked();
@@ -101,15 +109,10 @@ void SubmitReactor::run() {
       reply = tail_;
     }
     run_one(command, reply);
-    if (v1::QueueCommand& ran = commands_[command % kCommands];
-        ran.command_case() == v1::QueueCommand::kCopyIn) {
-      give_back_large(ran.mutable_copy_in()->mutable_data());
-    }
     Next next;
     {
       absl::MutexLock lock(&mu_);
-      ++ran_;
-      ++tail_;
+      ran_locked(command, reply);
       next = next_locked();
     }
     start(next);  // while running_, the stream cannot end
@@ -122,6 +125,16 @@ void SubmitReactor::run_one(uint64_t command_at, uint64_t reply_at) {
   // tail_ move past them.
   service_.run_stream_command(*session_, queue_, commands_[command_at % kCommands],
                               &replies_[reply_at % kReplies]);
+}
+
+void SubmitReactor::ran_locked(uint64_t command_at, uint64_t reply_at) {
+  // The slot is still this thread's: ran_ has not passed it.
+  const size_t bytes = command_bytes_[command_at % kCommands];
+  if (bytes > kKeptBytes) v1::QueueCommand().Swap(&commands_[command_at % kCommands]);
+  held_bytes_ -= bytes;
+  held_bytes_ += replies_[reply_at % kReplies].data().size();
+  ++ran_;
+  ++tail_;
 }
 
 void SubmitReactor::SessionEnd::run() {
@@ -142,7 +155,9 @@ void SubmitReactor::OnWriteDone(bool ok) {
     if (!ok) {
       broken_ = true;  // the client left: the rest is discarded
     } else if (!writing_last_) {
-      give_back_large(replies_[head_ % kReplies].mutable_data());
+      std::string* data = replies_[head_ % kReplies].mutable_data();
+      held_bytes_ -= data->size();
+      give_back_large(data);
       ++head_;
     }
     writing_last_ = false;
@@ -181,9 +196,10 @@ SubmitReactor::Next SubmitReactor::next_locked() {
     }
   }
   // Commands are read ahead while one runs, as long as each read has a
-  // slot, and a reply slot waits for each.
+  // slot, a reply slot waits for each, and the stream holds no more than
+  // about kHeldBytes.
   if (!reading_ && !reads_done_ && !session_closed_ && !broken_ && read_ - ran_ < kCommands &&
-      tail_ - head_ + (read_ - ran_) < kReplies) {
+      tail_ - head_ + (read_ - ran_) < kReplies && held_bytes_ < kHeldBytes) {
     reading_ = next.read = true;
     next.read_into = &commands_[read_ % kCommands];
   }

@@ -8,8 +8,12 @@
 // most one while its commands run.
 //
 // Replies not yet written pile up to kReplies (more than kad's client
-// leaves unread, Queue::kMaxInFlight); past that the stream reads no more
-// commands until they go. A slot keeps no large copy data once used.
+// leaves unread, Queue::kMaxInFlight), and the bytes of those replies and of
+// the commands read ahead to about kHeldBytes; past either the stream reads
+// no more commands until replies go. A client that never reads its replies
+// (copy_outs of 1 MiB) thus makes kad hold a few MiB for its stream, as a
+// stream on a thread does (its writes block), not kReplies MiB. A slot
+// keeps no large message once used.
 //
 // When the session closes, the stream sends one last reply (tag 0, ABORTED,
 // saying why) after the one being written and ends; commands not yet run
@@ -37,6 +41,9 @@ class SubmitReactor final : public grpc::ServerBidiReactor<v1::QueueCommand, v1:
   // A message whose bytes held more than this gives them back once used:
   // an idle stream keeps no megabytes of its last copies.
   static constexpr size_t kKeptBytes = 64 << 10;
+  // Past this many bytes in replies not yet written and commands not yet
+  // run, no more commands are read.
+  static constexpr size_t kHeldBytes = 4 << 20;
 
   // Starts reading. Deletes itself when gRPC is done with the stream.
   SubmitReactor(KadService& service, CommandPool& pool, std::shared_ptr<Session> session,
@@ -53,6 +60,9 @@ class SubmitReactor final : public grpc::ServerBidiReactor<v1::QueueCommand, v1:
   void run() override;
   // Runs the command read `command_at`th into the `reply_at`th reply.
   void run_one(uint64_t command_at, uint64_t reply_at);
+  // The command read `command_at`th has run into the `reply_at`th reply:
+  // its bytes go, the reply's come.
+  void ran_locked(uint64_t command_at, uint64_t reply_at) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The session closed: its close listener posts this, which must not
   // start gRPC's operations itself (it runs under the session's lock).
   struct SessionEnd final : CommandPool::Task {
@@ -86,6 +96,7 @@ class SubmitReactor final : public grpc::ServerBidiReactor<v1::QueueCommand, v1:
 
   static constexpr size_t kCommands = 8;  // read ahead while one runs
   std::array<v1::QueueCommand, kCommands> commands_;
+  std::array<size_t, kCommands> command_bytes_ ABSL_GUARDED_BY(mu_) = {};
 
   absl::Mutex mu_;
   // Replies in order: [head_, tail_) are waiting to be written, the head
@@ -98,6 +109,9 @@ class SubmitReactor final : public grpc::ServerBidiReactor<v1::QueueCommand, v1:
   SessionEnd session_end_{*this};
   uint64_t read_ ABSL_GUARDED_BY(mu_) = 0;  // commands read: [ran_, read_) wait to run
   uint64_t ran_ ABSL_GUARDED_BY(mu_) = 0;
+  // Bytes of the commands read and not yet run, and of the replies'
+  // data not yet written.
+  size_t held_bytes_ ABSL_GUARDED_BY(mu_) = 0;
   bool reading_ ABSL_GUARDED_BY(mu_) = false;     // a read is started
   bool running_ ABSL_GUARDED_BY(mu_) = false;     // a command is posted or running
   bool writing_ ABSL_GUARDED_BY(mu_) = false;     // a write is started

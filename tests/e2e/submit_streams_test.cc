@@ -53,6 +53,21 @@ class SubmitStreams : public ::testing::TestWithParam<std::string> {
     return created.queue();
   }
 
+  static uint64_t buffer_of(WireSession& s, uint64_t bytes) {
+    v1::AllocateBufferRequest request;
+    request.set_size(bytes);
+    v1::AllocateBufferResponse allocated;
+    EXPECT_TRUE(s.call(&v1::Kad::Stub::AllocateBuffer, request, &allocated).ok());
+    return allocated.buffer();
+  }
+  static v1::QueueCommand copy_out(uint64_t queue, uint64_t buffer, uint64_t size) {
+    v1::QueueCommand c;
+    c.set_queue(queue);
+    c.mutable_copy_out()->set_buffer(buffer);
+    c.mutable_copy_out()->set_size(size);
+    return c;
+  }
+
   std::unique_ptr<testing::Daemon> daemon_;
 };
 
@@ -90,6 +105,45 @@ TEST_P(SubmitStreams, StreamsWaitingForTheirClientsHoldThreadsOnlyOnThreads) {
     EXPECT_LE(added, 60) << "kad had " << before << " threads before 48 more streams";
   }
   streams.clear();
+  testing::expect_bystander_served(daemon_->tcp_uri());
+}
+
+// A client that sends copy_outs of 1 MiB and never reads their replies
+// makes kad hold a few MiB for its stream, not one per copy: kad stops
+// reading the stream's commands (on threads its writes block; a reactor
+// counts the bytes it holds), so a command posted behind 96 such copies has
+// not run a second later. Once the client reads, every reply comes, in order.
+TEST_P(SubmitStreams, AClientThatReadsNoRepliesMakesKadStopReadingItsCommands) {
+  WireSession s(daemon_->tcp_uri(), "unread");
+  const uint64_t queue = queue_of(s), other_queue = queue_of(s);
+  constexpr uint64_t kMiB = 1 << 20;
+  constexpr int kCopies = 96;
+  const uint64_t big = buffer_of(s, kMiB), marker = buffer_of(s, 4);
+  auto stream = std::make_unique<WireSession::Stream>(s);
+  for (int i = 0; i < kCopies; ++i) ASSERT_TRUE(stream->post(copy_out(queue, big, kMiB)));
+  v1::QueueCommand mark;
+  mark.set_queue(queue);
+  mark.mutable_copy_in()->set_buffer(marker);
+  mark.mutable_copy_in()->set_data(std::string("\x01\x02\x03\x04", 4));
+  ASSERT_TRUE(stream->post(mark));
+  absl::SleepFor(absl::Seconds(1));  // 96 MiB of copies would take kad ~0.1 s
+
+  WireSession::Stream look(s);
+  const v1::QueueReply before = look.send(copy_out(other_queue, marker, 4));
+  ASSERT_EQ(before.code(), 0) << before.message();
+  EXPECT_EQ(before.data(), std::string(4, '\0')) << "kad ran every command of a stream whose "
+                                                    "client reads no replies, holding "
+                                                 << kCopies << " MiB of them";
+
+  for (int i = 1; i <= kCopies + 1; ++i) {
+    v1::QueueReply reply;
+    ASSERT_TRUE(stream->read(&reply)) << "reply " << i;
+    EXPECT_EQ(reply.tag(), static_cast<uint64_t>(i));
+    EXPECT_EQ(reply.code(), 0) << reply.message();
+    EXPECT_EQ(reply.data().size(), i <= kCopies ? kMiB : 0) << "reply " << i;
+  }
+  EXPECT_TRUE(stream->finish().ok());
+  EXPECT_EQ(look.send(copy_out(other_queue, marker, 4)).data(), "\x01\x02\x03\x04");
   testing::expect_bystander_served(daemon_->tcp_uri());
 }
 

@@ -74,6 +74,11 @@ class WireSession {
       EXPECT_EQ(reply.tag(), tag_);
       return reply;
     }
+    // Sends without reading its reply (read() reads it later).
+    bool post(v1::QueueCommand command) {
+      command.set_tag(++tag_);
+      return rw_->Write(command);
+    }
     // The next reply, whatever its tag; false when the stream has ended.
     bool read(v1::QueueReply* reply) { return rw_->Read(reply); }
     grpc::Status finish() {
