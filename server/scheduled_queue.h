@@ -68,6 +68,13 @@ class ScheduledQueue final : public Queue {
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
 
+  // Clients in a wait that sends the queue's granted launches themselves
+  // (their launch has not gone to the device yet).
+  uint32_t clients_dispatching() const {
+    absl::MutexLock lock(&mu());
+    return dispatching_waits_;
+  }
+
  private:
   struct HeldLaunch {
     EventId event = 0;

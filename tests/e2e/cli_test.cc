@@ -307,7 +307,7 @@ TEST(DaemonConfig, ATomlFileSetsWhereKadListens) {
                                    << "max_sessions = 4\n";
   const pid_t pid = testing::spawn(
       {KAD_DAEMON_PATH, "--config", dir + "/kad.toml", "--ready-file", dir + "/ready"});
-  for (int i = 0; i < 300 && !std::filesystem::exists(dir + "/ready"); ++i)
+  for (int i = 0; i < 3000 && !std::filesystem::exists(dir + "/ready"); ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   std::ifstream ready(dir + "/ready");
   std::string line;

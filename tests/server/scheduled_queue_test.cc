@@ -182,9 +182,14 @@ TEST_F(ScheduledQueueTest, ALaunchPastTheDepthGoesStraightToTheDeviceWhenEarlier
   auto x = make_buffer<int32_t>(4, 0);
   const KernelArg args[] = {KernelArg::of_buffer(*x)};
   const NdRange range(Dims{4});
-  for (int i = 0; i < 10; ++i) {
+  for (int i = 1; i <= 10; ++i) {
     ASSERT_TRUE(kad::launch(*kernel, queue, cache(), {&range, nullptr, args}).ok());
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // the launch ends meanwhile
+    // The launch ends meanwhile: looked at below the scheduled queue, which
+    // itself does not look.
+    for (const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+         !sent.ended(static_cast<EventId>(i)) && std::chrono::steady_clock::now() < give_up;) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   ASSERT_TRUE(queue.finish().ok());
   std::vector<int32_t> got(4);
@@ -224,9 +229,10 @@ TEST_F(ScheduledQueueTest, AWaitingClientSendsItsOwnHeldLaunchWhenItsTurnComes) 
     auto r = kad::launch(*kernel, b, cache(), {&range, nullptr, on_y});
     ASSERT_TRUE(r.ok()) << r.status();
     ASSERT_EQ(scheduler.stats().held_total, held_before + 1) << "b's launch was not held";
-    // This thread is in b's wait long before a's launch is seen to end.
-    std::thread end_a([&device_a] {
-      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    // a's launch is seen to end once this thread is in b's wait.
+    std::thread end_a([&device_a, &b] {
+      while (b.clients_dispatching() == 0)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
       device_a.open_ends();
     });
     const absl::Status waited = b.wait(r->event);
