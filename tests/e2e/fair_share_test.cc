@@ -194,11 +194,15 @@ void FairShare::expect_a_higher_priority_launch_goes_first() {
   Loaded h = load(*high, kSpinSource, "spin", client::ScalarType::kI32);
   ASSERT_TRUE(l.queue != nullptr && h.queue != nullptr);
   // Twelve long launches of the low tenant: one on the device (depth 1),
-  // eleven waiting in kad (each launch returns once kad holds it).
-  const client::Arg long_args[] = {client::Arg::buffer(l.buffer),
-                                   client::Arg::scalar<int32_t>(20'000'000)};
-  for (int i = 0; i < 12; ++i)
+  // eleven waiting in kad (each launch returns once kad holds it). The
+  // first is ten times longer (about 0.3 s here): the others and the look
+  // at kad's status all come while it runs, whatever else the machine does.
+  for (int i = 0; i < 12; ++i) {
+    const client::Arg long_args[] = {
+        client::Arg::buffer(l.buffer),
+        client::Arg::scalar<int32_t>(i == 0 ? 200'000'000 : 20'000'000)};
     ASSERT_TRUE(l.queue->launch(l.kernel, client::Dims{1}, nullptr, long_args).ok());
+  }
   ASSERT_GE(device_status().held, 10u);
   // The high tenant's launch takes the next free slot, ahead of all eleven.
   const client::Arg short_args[] = {client::Arg::buffer(h.buffer), client::Arg::scalar<int32_t>(1)};
