@@ -27,6 +27,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "absl/synchronization/notification.h"
 #include "backends/opencl/opencl_backend.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
@@ -164,9 +165,12 @@ TEST(WorkerConfinement, ATakenOverWorkerReachesNoFileSocketProcessOrPrivilege) {
 TEST(WorkerConfinement, ConfiningAProcessWithThreadsIsRefused) {
   // Landlock and seccomp hold per thread: a thread started before would be
   // left outside, so the worker must confine itself before the driver starts any.
-  std::thread t([] { std::this_thread::sleep_for(std::chrono::milliseconds(200)); });
+  // The thread lives until confine_worker has answered, however long that takes.
+  absl::Notification answered;
+  std::thread t([&answered] { answered.WaitForNotification(); });
   absl::StatusOr<server::worker::Confinement> walls =
       server::worker::confine_worker(server::worker::worker_sandbox(""));
+  answered.Notify();
   t.join();
   ASSERT_FALSE(walls.ok());
   EXPECT_EQ(walls.status().code(), absl::StatusCode::kFailedPrecondition);
