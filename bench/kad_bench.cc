@@ -221,6 +221,14 @@ uint32_t bench_queue_depth() {
   return depth;
 }
 
+// KAD_BENCH_SUBMIT_STREAMS=reactors: both daemons serve Submit streams as
+// reactors (--submit-streams reactors).
+kad::server::SubmitStreams bench_submit_streams() {
+  const char* e = std::getenv("KAD_BENCH_SUBMIT_STREAMS");
+  return e != nullptr && std::string_view(e) == "reactors" ? kad::server::SubmitStreams::kReactors
+                                                           : kad::server::SubmitStreams::kThreads;
+}
+
 // The bench's two daemons, made at first use and stopped by main before it
 // returns: left to the process's exit, a worker pool's thread could still
 // log (a spare that started late) after spdlog's own statics were gone.
@@ -232,8 +240,11 @@ kad::testing::InProcessDaemon*& daemon_slot(bool workers) {
 kad::testing::InProcessDaemon& daemon(bool workers = false) {
   static std::once_flag made;
   std::call_once(made, [] {
-    daemon_slot(false) = new kad::testing::InProcessDaemon("bench", false, bench_queue_depth());
-    daemon_slot(true) = new kad::testing::InProcessDaemon("bench-workers", /*workers=*/true);
+    daemon_slot(false) = new kad::testing::InProcessDaemon("bench", false, bench_queue_depth(),
+                                                           bench_submit_streams());
+    daemon_slot(true) = new kad::testing::InProcessDaemon(
+        "bench-workers", /*workers=*/true, kad::server::EngineLimits{}.device_queue_depth,
+        bench_submit_streams());
   });
   return *daemon_slot(workers);
 }

@@ -23,13 +23,14 @@ class InProcessDaemon {
   // the kad executable (KAD_DAEMON_PATH), as kad runs them by default;
   // otherwise in this process.
   // `device_queue_depth`: --device-queue-depth (0: launches go straight to
-  // the device, unscheduled).
-  explicit InProcessDaemon(
-      const std::string& name, bool workers = false,
-      uint32_t device_queue_depth = server::EngineLimits{}.device_queue_depth) {
+  // the device, unscheduled). `submit_streams`: --submit-streams.
+  explicit InProcessDaemon(const std::string& name, bool workers = false,
+                           uint32_t device_queue_depth = server::EngineLimits{}.device_queue_depth,
+                           server::SubmitStreams submit_streams = server::SubmitStreams::kThreads) {
     socket_ = absl::StrFormat("/tmp/kad-%s-%d.sock", name, getpid());
     server::DaemonOptions options;
     options.limits.device_queue_depth = device_queue_depth;
+    options.submit_streams = submit_streams;
     options.listen = {"unix:" + socket_, "tcp://127.0.0.1:0"};
 #ifdef KAD_DAEMON_PATH
     if (workers) options.workers.command = {KAD_DAEMON_PATH, {}};
