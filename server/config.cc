@@ -54,6 +54,9 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--max-channels-per-session", c.daemon.limits.max_channels_per_session,
                  "shared-memory channels one session may hold open")
       ->check(CLI::Range(1u, 4096u));
+  app.add_option("--max-transfers-per-session", c.daemon.limits.max_transfers_per_session,
+                 "transfers (WriteBuffer, ReadBuffer calls) one session may hold open")
+      ->check(CLI::Range(1u, 4096u));
   app.add_option("--max-host-memory", c.daemon.limits.max_host_memory_bytes,
                  "bytes of kad's own host memory clients may make it hold: module copies, shared "
                  "buffers, channel rings (default: half of the machine's memory)");

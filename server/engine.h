@@ -29,11 +29,13 @@ struct EngineLimits {
   uint64_t max_sessions = 1024;
   uint64_t max_buffer_bytes_per_session = uint64_t{64} << 30;  // device memory quota
   uint64_t max_objects_per_session = 1 << 20;                  // handles of any kind
-  // Transports one session holds open at once: each Submit stream takes two
-  // threads and a ring of replies, each shared-memory channel a thread and
-  // about 1 MiB of shared memory.
+  // Transports one session holds open at once: each Submit stream takes a
+  // thread (on gRPC's sync API) and a ring of replies, each shared-memory
+  // channel a thread and about 1 MiB of shared memory, each transfer
+  // (WriteBuffer, ReadBuffer) a thread for as long as its client keeps it open.
   uint32_t max_streams_per_session = 64;
   uint32_t max_channels_per_session = 64;
+  uint32_t max_transfers_per_session = 16;
   bool zero_copy = true;  // buffers on host-visible devices live in memory clients can map
   // The longest kad waits for a session's launches to end when it frees
   // device memory, closes the session or drains (--drain-timeout).

@@ -40,6 +40,23 @@ int method_index(const char* method) {
   }
   return m->index();
 }
+
+// A transfer's call ends when its session closes: gRPC cancels it, so that
+// a thread blocked reading a chunk the client never sends is given back
+// with the session, not only when the client leaves.
+class CancelledWithSession {
+ public:
+  CancelledWithSession(Session& session, grpc::ServerContext& context)
+      : session_(session),
+        listener_(session.add_close_listener([&context] { context.TryCancel(); })) {}
+  ~CancelledWithSession() { session_.remove_close_listener(listener_); }
+  CancelledWithSession(const CancelledWithSession&) = delete;
+  CancelledWithSession& operator=(const CancelledWithSession&) = delete;
+
+ private:
+  Session& session_;
+  const uint64_t listener_;
+};
 }  // namespace
 
 KadService::KadService(Engine& engine, const Authenticator& authenticator,
@@ -247,6 +264,9 @@ grpc::Status KadService::WriteBufferBytes(
     grpc::ServerReaderWriter<v1::WriteBufferResponse, grpc::ByteBuffer>* stream) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<SessionSlot> slot = transfer_slot(**s);
+  if (!slot.ok()) return to_grpc(slot.status());
+  const CancelledWithSession ends_with_session(**s, *context);
   WriteChunkReader chunks;
   grpc::ByteBuffer message;
   uint64_t queue = 0, buffer = 0, offset = 0, announced = 0, written = 0;
@@ -299,6 +319,9 @@ grpc::Status KadService::ReadBufferBytes(
     grpc::ServerReaderWriter<grpc::ByteBuffer, grpc::ByteBuffer>* stream) {
   auto s = session_of(*context);
   if (!s.ok()) return to_grpc(s.status());
+  absl::StatusOr<SessionSlot> slot = transfer_slot(**s);
+  if (!slot.ok()) return to_grpc(slot.status());
+  const CancelledWithSession ends_with_session(**s, *context);
   // Parsed here, not by gRPC, so that bytes that are no request are told
   // apart from none.
   grpc::ByteBuffer bytes;
@@ -679,6 +702,12 @@ class ReplyRing {
 };
 
 }  // namespace
+
+absl::StatusOr<SessionSlot> KadService::transfer_slot(Session& session) {
+  return SessionSlot::take(session.transfers, engine_.limits().max_transfers_per_session,
+                           "transfers (WriteBuffer, ReadBuffer)", "--max-transfers-per-session",
+                           nullptr, Quota::kStreams);
+}
 
 absl::StatusOr<SessionSlot> KadService::stream_slot(Session& session) {
   return SessionSlot::take(session.streams, engine_.limits().max_streams_per_session,

@@ -118,6 +118,9 @@ class KadService final : public v1::Kad::WithCallbackMethod_OpenSession<v1::Kad:
   absl::StatusOr<CallerIdentity> identify(const grpc::ServerContextBase& context) const;
   // A Submit stream's place among the session's (--max-streams-per-session).
   absl::StatusOr<SessionSlot> stream_slot(Session& session);
+  // A transfer's slot (--max-transfers-per-session): a WriteBuffer or
+  // ReadBuffer call holds a thread while its client keeps it open.
+  absl::StatusOr<SessionSlot> transfer_slot(Session& session);
 
   Engine& engine_;
   const Authenticator& authenticator_;

@@ -150,9 +150,10 @@ class Session {
   // the session before it closed, and takes its lock after, makes nothing
   // more in it (no buffer no one frees, no worker for a session gone).
   bool closing ABSL_GUARDED_BY(mu) = false;
-  // Submit streams and shared-memory channels open now (SessionSlot).
+  // Submit streams, shared-memory channels and transfers open now (SessionSlot).
   std::atomic<uint32_t> streams{0};
   std::atomic<uint32_t> channels{0};
+  std::atomic<uint32_t> transfers{0};
 
   // Streams and channels that serve this session end with it: each registers
   // a listener, run once when the session closes (at once if it already has).
