@@ -221,11 +221,15 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
   // A submitted launch that was accepted has nothing to tell.
   answer_ = !(static_cast<Op>(r.op) == Op::kSubmit && status.ok());
   done->code = static_cast<int32_t>(status.code());
+  // Past its length a message's bytes are zeros, not an earlier record's.
+  size_t n = 0;
   if (!status.ok()) {
-    const size_t n = std::min(status.message().size(), kMaxMessage);
+    n = std::min(status.message().size(), kMaxMessage);
     std::memcpy(done->message, status.message().data(), n);
     done->message_length = static_cast<uint32_t>(n);
   }
+  if (message_in_done_ || n > 0) std::memset(done->message + n, 0, kMaxMessage - n);
+  message_in_done_ = n > 0;
 }
 
 void ShmChannel::run() {

@@ -74,9 +74,12 @@ class ShmChannel {
   std::atomic<bool> session_closed_{false};  // set by the session's close listener
   uint64_t close_listener_ = 0;
   std::atomic<bool> finished_{false};
-  shm::v1::SubmitRecord record_;  // private copy of the slot being run
-  shm::v1::CompletionRecord done_;
-  bool answer_ = true;  // whether done_ goes back to the client
+  // Zeroed when made: a completion goes to the client whole, and no byte of
+  // it may be what kad's heap held before (another session's, say).
+  shm::v1::SubmitRecord record_{};  // private copy of the slot being run
+  shm::v1::CompletionRecord done_{};
+  bool message_in_done_ = false;  // done_'s message bytes hold an earlier record's
+  bool answer_ = true;            // whether done_ goes back to the client
   DecodedLaunch decoded_;
   // The channel thread's: whether it counts among the busy channels, and
   // whether its waits spin first.

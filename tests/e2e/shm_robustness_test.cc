@@ -12,11 +12,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <thread>
 
+#include "absl/strings/escaping.h"
 #include "gmock/gmock.h"
 #include "kad/shm/v1/handshake.h"
 #include "kad/shm/v1/layout.h"
@@ -313,6 +315,62 @@ TEST_F(ShmRobustness, GarbageRecordsFailThatRequestOnly) {
   auto done = c.next();
   ASSERT_TRUE(done);
   EXPECT_EQ(done->code, 0) << c.message(*done);
+}
+
+// A completion goes to the client whole: past its message's length its
+// bytes are zeros, never what kad's memory held before. Each round, another
+// session's channel answers errors and ends, and a channel opened next
+// reaps it in kad (kad reaps ended channels after it serves a hello), so
+// that the channel opened after that likely takes its memory: the bug this
+// guards against sent such a channel's heap bytes, the other session's
+// messages among them.
+TEST_F(ShmRobustness, AnAnswerCarriesNoBytesPastItsMessage) {
+  auto other = connect(daemon().unix_uri() + "?transport=grpc", "other");
+  auto other_queue = other->create_queue();
+  ASSERT_TRUE(other_queue.ok());
+  auto no_bytes_past_message = [](const CompletionRecord& done) {
+    const size_t n = std::min<size_t>(done.message_length, sizeof(done.message));
+    return std::all_of(done.message + n, done.message + sizeof(done.message),
+                       [](char c) { return c == 0; });
+  };
+  for (int round = 0; round < 8; ++round) {
+    {
+      RawChannel noisy;
+      ASSERT_EQ(noisy.open(shm_path(), other->session_id(), (*other_queue)->handle()).code, 0);
+      for (int i = 0; i < 3; ++i) {
+        noisy.slot().op = 99;
+        noisy.publish();
+        auto refused = noisy.next();
+        ASSERT_TRUE(refused);
+        EXPECT_NE(refused->code, 0);
+        EXPECT_TRUE(no_bytes_past_message(*refused));
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // kad sees it gone
+    RawChannel reaper;
+    ASSERT_EQ(reaper.open(shm_path(), other->session_id(), (*other_queue)->handle()).code, 0);
+    RawChannel c;
+    ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+    c.slot().op = static_cast<uint32_t>(Op::kPing);
+    c.publish();
+    auto pinged = c.next();
+    ASSERT_TRUE(pinged);
+    EXPECT_EQ(pinged->code, 0) << c.message(*pinged);
+    EXPECT_EQ(pinged->message_length, 0u);
+    EXPECT_TRUE(no_bytes_past_message(*pinged))
+        << "round " << round << ": a ping's answer carried "
+        << absl::CHexEscape(absl::string_view(pinged->message, 96));
+    // An answer after an error on the same channel carries none of it.
+    c.slot().op = 99;
+    c.publish();
+    auto refused = c.next();
+    ASSERT_TRUE(refused);
+    c.slot().op = static_cast<uint32_t>(Op::kPing);
+    c.publish();
+    auto again = c.next();
+    ASSERT_TRUE(again);
+    EXPECT_TRUE(no_bytes_past_message(*again)) << "a ping after an error";
+  }
 }
 
 TEST_F(ShmRobustness, RecordsNamingAnotherSessionsObjectsAreNotFound) {
