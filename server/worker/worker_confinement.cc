@@ -82,6 +82,10 @@ constexpr const char* kRefusedCalls[] = {
     "vhangup",
     "uselib",
     "modify_ldt",
+    // Signals by thread id alone (glibc raises with tgkill), and through a
+    // pidfd, which names any process: see also signal_rules below.
+    "tkill",
+    "pidfd_send_signal",
 };
 
 // clone() flags that make namespaces; clone3 hides its flags in memory that a
@@ -116,7 +120,37 @@ bool drop_capabilities() {
   return true;
 }
 
-absl::Status load_seccomp_filter() {
+// Signals to the process that started the worker (kad), to its process
+// group and to every process (kill(-1)). Landlock ABI 6 (Linux 6.12) scopes
+// a worker's signals to its own walls; on older kernels (Debian 12's 6.1)
+// these rules are what keeps a taken-over worker from killing or stopping
+// kad. A pid is a 32-bit argument: the rules mask the register to its low
+// 32 bits, all the kernel reads of it, whatever a caller puts in the upper
+// ones. Other groups stay open: a worker ends a compiler it started by its
+// group (toolchain.cc). (Another worker's pid is not known here: on such
+// kernels a taken-over worker can still signal another session's worker,
+// as the same user.)
+int signal_rules(scmp_filter_ctx filter, pid_t daemon) {
+  auto low_bits_are = [](pid_t pid) {
+    return SCMP_A0_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, static_cast<uint32_t>(pid));
+  };
+  int rc = 0;
+  for (const int call :
+       {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
+    if (rc == 0)
+      rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), call, 1, low_bits_are(daemon));
+  }
+  const pid_t group = getpgid(daemon);
+  for (const pid_t pid : {pid_t{-1}, -daemon, group > 0 ? -group : pid_t{-1}}) {
+    if (rc == 0)
+      rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(kill), 1, low_bits_are(pid));
+  }
+  return rc;
+}
+
+}  // namespace
+
+absl::Status confine_system_calls() {
   scmp_filter_ctx filter = seccomp_init(SCMP_ACT_ALLOW);
   if (filter == nullptr) return absl::InternalError("cannot make a seccomp filter");
   int rc = 0;
@@ -125,6 +159,7 @@ absl::Status load_seccomp_filter() {
     if (call == __NR_SCMP_ERROR) continue;  // not a call on this architecture
     if ((rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), call, 0)) != 0) break;
   }
+  if (rc == 0) rc = signal_rules(filter, getppid());
   if (rc == 0) rc = seccomp_rule_add(filter, SCMP_ACT_ERRNO(ENOSYS), SCMP_SYS(clone3), 0);
   for (const uint64_t flag : kNamespaceFlags) {
     if (rc != 0) break;
@@ -139,8 +174,6 @@ absl::Status load_seccomp_filter() {
   }
   return absl::OkStatus();
 }
-
-}  // namespace
 
 std::string describe_walls(uint32_t walls, int landlock_abi) {
   struct Named {
@@ -212,7 +245,7 @@ absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox) {
     if (reach.signals_and_abstract_sockets) out.walls |= kWallSignalsAndAbstractSockets;
   }
 
-  if (absl::Status s = load_seccomp_filter(); !s.ok()) return s;
+  if (absl::Status s = confine_system_calls(); !s.ok()) return s;
   out.walls |= kWallSeccomp;
   return out;
 }

@@ -11,7 +11,9 @@
 //  - TCP: neither bind nor connect (Landlock ABI 4);
 //  - other processes: no signal to and no abstract UNIX socket of anything
 //    outside its walls (Landlock ABI 6), no ptrace or process_vm_* (seccomp,
-//    and Landlock's own rule);
+//    and Landlock's own rule); on kernels without Landlock ABI 6, seccomp
+//    still refuses every signal to kad (the process that started it), to any
+//    process group, by bare thread id or through a pidfd;
 //  - privileges: none (capabilities dropped, bounding set included; no new
 //    privileges), so a worker of a daemon that runs as root is not root's
 //    equal;
@@ -62,5 +64,9 @@ struct Confinement {
 // starts its own (FAILED_PRECONDITION otherwise). Walls this kernel lacks are
 // left out and reported as missing; an error when one it has fails to rise.
 absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox);
+
+// confine_worker's last wall alone (seccomp), which also holds on kernels
+// without Landlock: for tests of what it refuses by itself.
+absl::Status confine_system_calls();
 
 }  // namespace kad::server::worker
