@@ -13,7 +13,7 @@
 namespace kad::server::worker {
 
 absl::Status Connection::send(Op op, std::span<const std::byte> a, std::span<const std::byte> b,
-                              int pass_fd) {
+                              int pass_fd, absl::Duration timeout) {
   Header header{static_cast<uint32_t>(op), 0, a.size() + b.size()};
   iovec iov[3] = {{&header, sizeof header},
                   {const_cast<std::byte*>(a.data()), a.size()},
@@ -34,9 +34,25 @@ absl::Status Connection::send(Op op, std::span<const std::byte> a, std::span<con
   // A stream socket may take part of a message: send the rest, without the
   // descriptor (it went with the first byte).
   while (msg.msg_iovlen > 0) {
-    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL);
+    const ssize_t n = sendmsg(fd_, &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n < 0) {
       if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        // The socket is full: wait for the peer to take some, within the
+        // bound (counted afresh while it keeps taking).
+        pollfd p{fd_, POLLOUT, 0};
+        const int r = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+        if (r == 0) {
+          return absl::DeadlineExceededError(
+              absl::StrFormat("the worker took none of a message for %s: it stopped reading",
+                              absl::FormatDuration(timeout)));
+        }
+        if (r < 0 && errno != EINTR) {
+          return absl::UnavailableError(
+              absl::StrFormat("worker connection: %s", std::strerror(errno)));
+        }
+        continue;
+      }
       return absl::UnavailableError(absl::StrFormat("worker connection: %s", std::strerror(errno)));
     }
     msg.msg_control = nullptr;

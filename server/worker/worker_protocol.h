@@ -121,9 +121,17 @@ class Connection {
   explicit Connection(int fd) : fd_(fd) {}
   int fd() const { return fd_; }
 
-  // Sends one message, with `pass_fd` attached when >= 0.
+  // A worker reads its socket whenever kad sends (kad sends a request only
+  // once the one before was answered; launches are small): one whose
+  // socket stays full this long is taken to have stopped reading.
+  static constexpr absl::Duration kSendTimeout = absl::Seconds(30);
+
+  // Sends one message, with `pass_fd` attached when >= 0. DEADLINE_EXCEEDED
+  // when the peer has taken none of what is left of it for `timeout`: a
+  // worker that stops reading cannot hold kad's sending thread (and the
+  // locks it holds) for good.
   absl::Status send(Op op, std::span<const std::byte> a, std::span<const std::byte> b = {},
-                    int pass_fd = -1);
+                    int pass_fd = -1, absl::Duration timeout = kSendTimeout);
   // Receives what has arrived, at least one byte, waiting at most until
   // `deadline` (InfiniteFuture: no bound): DEADLINE_EXCEEDED when nothing
   // came, UNAVAILABLE when the peer closed. A descriptor that came with the

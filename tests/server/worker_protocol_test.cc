@@ -32,6 +32,39 @@ class WorkerProtocol : public ::testing::Test {
   int a_ = -1, b_ = -1;
 };
 
+// A peer that stops reading cannot hold a sender for good: a message larger
+// than the socket's buffer ends DEADLINE_EXCEEDED once nothing more has
+// been taken for the timeout, and one that is read meanwhile goes whole.
+TEST_F(WorkerProtocol, ASendToAPeerThatStopsReadingEndsAtItsTimeout) {
+  Connection sender(a_);
+  const std::vector<std::byte> big(8 << 20);
+  const absl::Time start = absl::Now();
+  const absl::Status stalled = sender.send(Op::kLoadKernel, big, {}, -1, absl::Milliseconds(300));
+  EXPECT_EQ(stalled.code(), absl::StatusCode::kDeadlineExceeded) << stalled;
+  EXPECT_NE(stalled.message().find("stopped reading"), absl::string_view::npos) << stalled;
+  EXPECT_LT(absl::Now() - start, absl::Seconds(10));
+
+  // A fresh pair, whose peer reads: the same message arrives whole.
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  Connection writer(fds[0]), reader(fds[1]);
+  size_t received = 0;
+  std::thread drain([&] {
+    std::vector<std::byte> chunk(1 << 16);
+    while (received < sizeof(Header) + big.size()) {
+      size_t got = 0;
+      int fd = -1;
+      if (!reader.receive_some(chunk, &got, &fd, absl::Now() + absl::Seconds(30)).ok()) break;
+      received += got;
+    }
+  });
+  EXPECT_TRUE(writer.send(Op::kLoadKernel, big, {}, -1, absl::Milliseconds(300)).ok());
+  drain.join();
+  EXPECT_EQ(received, sizeof(Header) + big.size());
+  close(fds[0]);
+  close(fds[1]);
+}
+
 TEST_F(WorkerProtocol, ADescriptorReachesItsOwnMessageBehindOthersInTheSameRead) {
   Connection sender(a_), receiver(b_);
   const int memfd = memfd_create("kad-test", MFD_CLOEXEC);
