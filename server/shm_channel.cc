@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <system_error>
 #include <thread>
 
 #include "absl/strings/str_format.h"
@@ -100,13 +101,19 @@ ShmChannel::~ShmChannel() {
   if (socket_ >= 0) close(socket_);
 }
 
-void ShmChannel::start() {
+absl::Status ShmChannel::start() {
   // The channel ends with its session, as a Submit stream does.
   close_listener_ = session_->add_close_listener([this] {
     session_closed_.store(true);
     futex_wake(&header_->submit.tail);
   });
-  thread_ = std::thread([this] { run(); });
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (const std::system_error& e) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("kad cannot start a thread for the channel: %s", e.what()));
+  }
+  return absl::OkStatus();
 }
 
 bool ShmChannel::client_gone() const {

@@ -35,7 +35,10 @@ class ShmChannel {
   ~ShmChannel();  // stops the thread, unmaps, closes
 
   int memfd() const { return memfd_; }
-  void start();
+  // Starts the channel's thread; RESOURCE_EXHAUSTED when the process may
+  // start no more (its thread or memory limit): the channel is refused, kad
+  // goes on.
+  absl::Status start();
   bool finished() const { return finished_.load(); }
   void stop() { stop_.store(true); }
 

@@ -127,11 +127,17 @@ void ShmListener::serve_hello(int fd) {
   absl::StatusOr<std::unique_ptr<ShmChannel>> channel =
       ShmChannel::create(engine_, *session, hello.queue, fd, options_);
   if (!channel.ok()) return refuse(channel.status());
+  // Started before the client hears of it: a channel kad cannot serve is
+  // refused, not handed over dead.
+  if (absl::Status started = (*channel)->start(); !started.ok()) {
+    spdlog::warn("{}: {}", (*session)->log_name(), std::string(started.message()));
+    send_status_reply(fd, started, -1, 0);
+    return;  // the channel closes fd
+  }
   if (!send_status_reply(fd, absl::OkStatus(), (*channel)->memfd(), kChannelBytes))
     return;  // closes fd
   spdlog::debug("{}: queue {} on shared memory (pid {}, uid {})", (*session)->log_name(),
                 hello.queue, peer.pid, peer.uid);
-  (*channel)->start();
   absl::MutexLock lock(&mu_);
   channels_.push_back(*std::move(channel));
 }
