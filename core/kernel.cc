@@ -191,7 +191,12 @@ absl::Status validate_args(const KernelSignature& sig, std::span<const KernelArg
         return absl::InvalidArgumentError(absl::StrFormat(
             "kernel `%s`: argument %d asks for 0 bytes of local memory", sig.entry, i));
       }
-      local_total += got.local_bytes;
+      // Summed without wrapping: two huge sizes must not add up to a small one.
+      if (__builtin_add_overflow(local_total, got.local_bytes, &local_total)) {
+        return absl::InvalidArgumentError(absl::StrFormat(
+            "kernel `%s`: argument %d's %d bytes of local memory overflow the launch's total",
+            sig.entry, i, got.local_bytes));
+      }
     }
   }
   if (local_total > device.info().limits.local_memory_bytes) {

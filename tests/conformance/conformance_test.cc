@@ -314,6 +314,33 @@ kernel void neighbours(KAD_CONTEXT, global const int* restrict in, global int* o
   }
 }
 
+// Local memory is checked as a whole: two sizes that wrap around 2^64 to a
+// small total are refused, naming the overflow, and nothing runs.
+TEST_P(Launches, LocalMemorySizesThatWrapAroundAreRefused) {
+  constexpr char kTwoTiles[] = R"(
+kernel void two_tiles(KAD_CONTEXT, global int* out, local int* a, local int* b) {
+  if (kad_active()) out[kad_global_linear()] = 1;
+}
+)";
+  KernelSignature sig{"two_tiles",
+                      std::nullopt,
+                      std::nullopt,
+                      {ArgSpec::buffer(), ArgSpec::local(), ArgSpec::local()},
+                      ""};
+  auto kernel = make_kernel(kTwoTiles, sig);
+  ASSERT_NE(kernel, nullptr);
+  auto out = make_buffer<int32_t>(4, 0);
+  const KernelArg args[] = {KernelArg::of_buffer(*out), KernelArg::of_local(0xFFFFFFFFFFFFFF00ull),
+                            KernelArg::of_local(0x200)};
+  const NdRange range(Dims{4});
+  auto r = run(*kernel, &range, nullptr, args);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("overflow the launch's total"), absl::string_view::npos)
+      << r.status();
+  EXPECT_EQ(download<int32_t>(*out), std::vector<int32_t>(4, 0));
+}
+
 // ---- select: 32- or 64-bit indices, N-d or linear, and what cannot launch -----------------
 
 // Only the last lane writes: its linear index, its first two Cartesian
