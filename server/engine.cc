@@ -346,8 +346,40 @@ absl::StatusOr<Engine::AllocatedBuffer> Engine::allocate_buffer(Session& s,
   return AllocatedBuffer{handle, host_visible};
 }
 
-absl::StatusOr<Engine::MappedBuffer> Engine::map_buffer(Session& s, uint64_t buffer) {
-  absl::MutexLock lock(&s.mu);
+namespace {
+
+// Takes `s.mu` within `wait` (polling: absl::Mutex has no timed lock), or
+// says why not.
+absl::Status lock_session_within(Session& s, absl::Duration wait) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  if (wait == absl::InfiniteDuration()) {
+    s.mu.Lock();
+    return absl::OkStatus();
+  }
+  const absl::Time give_up = absl::Now() + wait;
+  while (!s.mu.TryLock()) {
+    if (absl::Now() >= give_up) {
+      return absl::UnavailableError(absl::StrFormat(
+          "the session is busy (a command of its has held it for %s, a copy waiting for its "
+          "launches): try again",
+          absl::FormatDuration(wait)));
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  return absl::OkStatus();
+}
+
+// Releases a session lock that lock_session_within took.
+struct SessionUnlock {
+  Session& s;
+  ~SessionUnlock() ABSL_NO_THREAD_SAFETY_ANALYSIS { s.mu.Unlock(); }
+};
+
+}  // namespace
+
+absl::StatusOr<Engine::MappedBuffer> Engine::map_buffer(Session& s, uint64_t buffer,
+                                                        absl::Duration lock_wait) {
+  if (absl::Status locked = lock_session_within(s, lock_wait); !locked.ok()) return locked;
+  const SessionUnlock unlock{s};
   auto it = s.buffers.find(buffer);
   if (it == s.buffers.end()) {
     return absl::NotFoundError(absl::StrFormat("session has no buffer %d", buffer));
@@ -549,8 +581,9 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   return handle;
 }
 
-absl::Status Engine::check_queue(Session& s, uint64_t queue) {
-  absl::MutexLock lock(&s.mu);
+absl::Status Engine::check_queue(Session& s, uint64_t queue, absl::Duration lock_wait) {
+  if (absl::Status locked = lock_session_within(s, lock_wait); !locked.ok()) return locked;
+  const SessionUnlock unlock{s};
   return find_queue(s, queue).status();
 }
 

@@ -150,7 +150,12 @@ class Engine {
     int fd;  // the caller closes it
     uint64_t bytes;
   };
-  absl::StatusOr<MappedBuffer> map_buffer(Session& s, uint64_t buffer);
+  // `lock_wait`: how long to wait for the session's lock (a copy holds it
+  // while it waits for the queue's launches): UNAVAILABLE past it. The
+  // shared-memory handshake waits only a little, so that one session's
+  // long command cannot hold up the handshakes of others.
+  absl::StatusOr<MappedBuffer> map_buffer(Session& s, uint64_t buffer,
+                                          absl::Duration lock_wait = absl::InfiniteDuration());
   absl::Status free_buffer(Session& s, uint64_t buffer);
   absl::Status write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                             std::span<const std::byte> data);
@@ -176,8 +181,9 @@ class Engine {
   absl::StatusOr<uint64_t> create_queue(Session& s, absl::string_view device_id,
                                         absl::Duration launch_timeout = absl::ZeroDuration(),
                                         absl::Duration* effective = nullptr);
-  // NOT_FOUND unless the session has this queue.
-  absl::Status check_queue(Session& s, uint64_t queue);
+  // NOT_FOUND unless the session has this queue (`lock_wait` as map_buffer's).
+  absl::Status check_queue(Session& s, uint64_t queue,
+                           absl::Duration lock_wait = absl::InfiniteDuration());
 
   // The warm path: resolves handles in fixed-size storage, launches, and
   // allocates nothing itself.

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <system_error>
 
 #include "absl/strings/str_format.h"
 #include "kad/shm/v1/handshake.h"
@@ -53,6 +54,7 @@ absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::start(Engine& engine, 
 ShmListener::~ShmListener() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
+  join_hellos(/*all=*/true);  // each is bounded: its read, kSessionWait, its reply
   if (listen_fd_ >= 0) close(listen_fd_);
   unlink(path_.c_str());
   absl::MutexLock lock(&mu_);
@@ -66,20 +68,54 @@ size_t ShmListener::channels() const {
   return n;
 }
 
+void ShmListener::join_hellos(bool all) {
+  for (auto it = hellos_.begin(); it != hellos_.end();) {
+    if (all || it->done.load()) {
+      if (it->thread.joinable()) it->thread.join();
+      it = hellos_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
 void ShmListener::accept_loop() {
   while (!stop_.load()) {
     pollfd p{listen_fd_, POLLIN, 0};
     if (poll(&p, 1, 200) > 0) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
-      if (fd >= 0) serve_hello(fd);
+      if (fd >= 0) {
+        join_hellos(/*all=*/false);
+        if (hellos_.size() >= kMaxPendingHellos) {
+          send_status_reply(
+              fd,
+              absl::UnavailableError(absl::StrFormat(
+                  "kad is answering %d other shared-memory handshakes; try again", hellos_.size())),
+              -1, 0);
+          close(fd);
+        } else {
+          PendingHello& hello = hellos_.emplace_back();
+          try {
+            hello.thread = std::thread([this, fd, &hello] {
+              serve_hello(fd);
+              hello.done.store(true);
+            });
+          } catch (const std::system_error&) {
+            hellos_.pop_back();
+            send_status_reply(fd, absl::ResourceExhaustedError("kad cannot start a thread"), -1, 0);
+            close(fd);
+          }
+        }
+      }
     }
+    join_hellos(/*all=*/false);
     absl::MutexLock lock(&mu_);  // reap channels whose client left
     std::erase_if(channels_, [](const auto& c) { return c->finished(); });
   }
 }
 
 void ShmListener::serve_hello(int fd) {
-  timeval timeout{2, 0};  // a client that connects and says nothing is dropped
+  timeval timeout{1, 0};  // a client that connects and says nothing is dropped
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
   union {
     uint32_t request;
@@ -98,7 +134,8 @@ void ShmListener::serve_hello(int fd) {
       message.request == static_cast<uint32_t>(Request::kMapBuffer)) {
     absl::StatusOr<std::shared_ptr<Session>> session = session_of(message.map.session_id);
     if (!session.ok()) return refuse(session.status());
-    absl::StatusOr<Engine::MappedBuffer> mapped = engine_.map_buffer(**session, message.map.buffer);
+    absl::StatusOr<Engine::MappedBuffer> mapped =
+        engine_.map_buffer(**session, message.map.buffer, kSessionWait);
     if (!mapped.ok()) return refuse(mapped.status());
     send_status_reply(fd, absl::OkStatus(), mapped->fd, mapped->bytes);
     ::close(mapped->fd);
@@ -119,7 +156,8 @@ void ShmListener::serve_hello(int fd) {
   }
   absl::StatusOr<std::shared_ptr<Session>> session = session_of(hello.session_id);
   if (!session.ok()) return refuse(session.status());
-  if (absl::Status q = engine_.check_queue(**session, hello.queue); !q.ok()) return refuse(q);
+  if (absl::Status q = engine_.check_queue(**session, hello.queue, kSessionWait); !q.ok())
+    return refuse(q);
   ucred peer{};
   socklen_t len = sizeof(peer);
   getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len);

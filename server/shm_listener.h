@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <list>
 #include <memory>
 #include <string>
 #include <thread>
@@ -26,6 +27,14 @@ class ShmListener {
   const std::string& path() const { return path_; }
   size_t channels() const;
 
+  // Hellos are answered each on a thread of its own, this many at once at
+  // most (one more connection is refused at once), so that a client that
+  // says nothing, or whose session is busy, holds up no other's handshake.
+  static constexpr size_t kMaxPendingHellos = 16;
+  // How long a Hello may wait for its session (a copy of that session's may
+  // hold it while its launches run): UNAVAILABLE past it.
+  static constexpr absl::Duration kSessionWait = absl::Seconds(2);
+
  private:
   ShmListener(Engine& engine, std::string path, ShmOptions options)
       : engine_(engine), path_(std::move(path)), options_(options) {}
@@ -39,6 +48,13 @@ class ShmListener {
   int listen_fd_ = -1;
   std::atomic<bool> stop_{false};
   std::thread thread_;
+  struct PendingHello {
+    std::thread thread;
+    std::atomic<bool> done{false};
+  };
+  std::list<PendingHello> hellos_;  // the accept thread's
+  // Joins the hellos answered (all of them with `all`, waiting).
+  void join_hellos(bool all);
   mutable absl::Mutex mu_;
   std::vector<std::unique_ptr<ShmChannel>> channels_ ABSL_GUARDED_BY(mu_);
 };

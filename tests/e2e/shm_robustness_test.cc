@@ -373,6 +373,49 @@ TEST_F(ShmRobustness, AnAnswerCarriesNoBytesPastItsMessage) {
   }
 }
 
+// A session that a command of its holds (a copy waiting behind a launch
+// that spins until its deadline) holds up no other client's handshake: its
+// own Hello is refused UNAVAILABLE once it has waited kSessionWait (2 s),
+// and meanwhile another session opens a channel and launches through it.
+// (When kad answered Hellos one at a time, the bystander waited for the
+// launch's deadline.)
+TEST_F(ShmRobustness, ABusySessionHoldsUpNoOtherSessionsHandshake) {
+  auto holder = connect(daemon().unix_uri() + "?transport=grpc", "holder");
+  auto q = holder->create_queue("", absl::Seconds(5));
+  auto flag = holder->allocate(sizeof(int32_t));
+  auto m = holder->load_module(
+      "kernel void spin(KAD_CONTEXT, global volatile int* flag) {\n"
+      "  if (kad_active()) { while (flag[0] == 0) { } }\n}\n");
+  ASSERT_TRUE(q.ok() && flag.ok() && m.ok()) << m.status();
+  auto k = holder->get_kernel(*m, {.entry = "spin", .args = {ArgSpec::buffer()}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const client::Arg args[] = {client::Arg::buffer(*flag)};
+  ASSERT_TRUE((*q)->launch(*k, client::Dims{1}, nullptr, args).ok());
+  absl::Status copied;
+  std::thread copy([&] {  // waits in kad, holding the session, for the launch
+    const int32_t one = 1;
+    copied = (*q)->write(*flag, 0, std::as_bytes(std::span(&one, 1)));
+  });
+  absl::SleepFor(absl::Milliseconds(300));
+  Reply refused{};
+  std::thread own_hello([&] {
+    RawChannel c;
+    refused = c.open(shm_path(), holder->session_id(), (*q)->handle());
+  });
+  absl::SleepFor(absl::Milliseconds(100));  // its Hello is in kad
+
+  const absl::Time start = absl::Now();
+  testing::expect_bystander_served(daemon().unix_uri() + "?transport=shm", 11, testing::kFillSource,
+                                   /*shared_memory=*/true);
+  const absl::Duration served = absl::Now() - start;
+  own_hello.join();
+  copy.join();
+  EXPECT_LT(served, absl::Seconds(3)) << "another session's handshake waited for the busy one";
+  EXPECT_EQ(refused.code, static_cast<int32_t>(absl::StatusCode::kUnavailable));
+  EXPECT_THAT(std::string(refused.message, std::min<size_t>(refused.message_length, 240)),
+              ::testing::HasSubstr("the session is busy"));
+}
+
 TEST_F(ShmRobustness, RecordsNamingAnotherSessionsObjectsAreNotFound) {
   auto stranger = connect(daemon().unix_uri() + "?transport=grpc", "stranger");
   auto their_queue = stranger->create_queue();
