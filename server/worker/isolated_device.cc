@@ -215,12 +215,14 @@ class WorkerQueue final : public Queue {
       // Asleep without the lock; the page stays mapped while this holds it.
       std::shared_ptr<ProgressPage> page = page_;
       const uint64_t generation = device_.generation_;
-      const uint64_t reported = page->progress().completed.load(std::memory_order_acquire);
+      // What the worker must report, at least, for a launch more to end.
+      const uint64_t ended_so_far = std::max(confirmed_, base_) - base_;
       device_.mu_.Unlock();
       page->sleep_while_unchanged(seen, std::min(deadline - now, kAliveCheck));
-      // The page changed and nothing was reported: a worker that only
-      // bumps the word must not make this thread spin.
-      if (page->progress().completed.load(std::memory_order_acquire) == reported &&
+      // The page changed and no launch more ended: a worker that only bumps
+      // the word, or moves its count about below what kad has confirmed,
+      // must not make this thread spin.
+      if (page->progress().completed.load(std::memory_order_acquire) <= ended_so_far &&
           page->progress().changes.load(std::memory_order_acquire) != seen)
         absl::SleepFor(absl::Milliseconds(1));
       device_.mu_.Lock();
