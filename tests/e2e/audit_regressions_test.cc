@@ -73,18 +73,8 @@ class AuditRegressions : public testing::DaemonSuite,
   }
 
   // The usual objects of a session, checked to exist.
-  static uint64_t queue(WireSession& s) {
-    v1::CreateQueueResponse r;
-    EXPECT_TRUE(s.call(&v1::Kad::Stub::CreateQueue, v1::CreateQueueRequest(), &r).ok());
-    return r.queue();
-  }
-  static uint64_t buffer(WireSession& s, uint64_t bytes) {
-    v1::AllocateBufferRequest request;
-    request.set_size(bytes);
-    v1::AllocateBufferResponse r;
-    EXPECT_TRUE(s.call(&v1::Kad::Stub::AllocateBuffer, request, &r).ok());
-    return r.buffer();
-  }
+  static uint64_t queue(WireSession& s) { return s.create_queue(); }
+  static uint64_t buffer(WireSession& s, uint64_t bytes) { return s.allocate(bytes); }
   static grpc::Status load(WireSession& s, v1::ModuleFormat format, const std::string& code,
                            uint64_t* module) {
     v1::LoadModuleRequest request;

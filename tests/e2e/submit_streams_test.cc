@@ -47,19 +47,6 @@ class SubmitStreams : public ::testing::TestWithParam<std::string> {
     return 0;
   }
 
-  static uint64_t queue_of(WireSession& s) {
-    v1::CreateQueueResponse created;
-    EXPECT_TRUE(s.call(&v1::Kad::Stub::CreateQueue, v1::CreateQueueRequest(), &created).ok());
-    return created.queue();
-  }
-
-  static uint64_t buffer_of(WireSession& s, uint64_t bytes) {
-    v1::AllocateBufferRequest request;
-    request.set_size(bytes);
-    v1::AllocateBufferResponse allocated;
-    EXPECT_TRUE(s.call(&v1::Kad::Stub::AllocateBuffer, request, &allocated).ok());
-    return allocated.buffer();
-  }
   static v1::QueueCommand copy_out(uint64_t queue, uint64_t buffer, uint64_t size) {
     v1::QueueCommand c;
     c.set_queue(queue);
@@ -83,7 +70,7 @@ TEST_P(SubmitStreams, StreamsWaitingForTheirClientsHoldThreadsOnlyOnThreads) {
   // Warm: a stream of each session first, so that what starts once is started.
   for (int i = 0; i < 4; ++i) {
     sessions.push_back(std::make_unique<WireSession>(daemon_->tcp_uri(), "streams"));
-    queues.push_back(queue_of(*sessions.back()));
+    queues.push_back(sessions.back()->create_queue());
     streams.push_back(std::make_unique<WireSession::Stream>(*sessions.back()));
     ping.set_queue(queues.back());
     ASSERT_EQ(streams.back()->send(ping).code(), 0);
@@ -115,10 +102,10 @@ TEST_P(SubmitStreams, StreamsWaitingForTheirClientsHoldThreadsOnlyOnThreads) {
 // not run a second later. Once the client reads, every reply comes, in order.
 TEST_P(SubmitStreams, AClientThatReadsNoRepliesMakesKadStopReadingItsCommands) {
   WireSession s(daemon_->tcp_uri(), "unread");
-  const uint64_t queue = queue_of(s), other_queue = queue_of(s);
+  const uint64_t queue = s.create_queue(), other_queue = s.create_queue();
   constexpr uint64_t kMiB = 1 << 20;
   constexpr int kCopies = 96;
-  const uint64_t big = buffer_of(s, kMiB), marker = buffer_of(s, 4);
+  const uint64_t big = s.allocate(kMiB), marker = s.allocate(4);
   auto stream = std::make_unique<WireSession::Stream>(s);
   for (int i = 0; i < kCopies; ++i) ASSERT_TRUE(stream->post(copy_out(queue, big, kMiB)));
   v1::QueueCommand mark;
@@ -149,7 +136,7 @@ TEST_P(SubmitStreams, AClientThatReadsNoRepliesMakesKadStopReadingItsCommands) {
 
 TEST_P(SubmitStreams, AStreamEndsWhenItsSessionClosesSayingWhy) {
   WireSession s(daemon_->tcp_uri(), "closing");
-  const grpc::Status end = testing::close_session_under_a_stream(s, queue_of(s));
+  const grpc::Status end = testing::close_session_under_a_stream(s, s.create_queue());
   // A thread's stream is cancelled (gRPC sends no status then); a reactor's
   // ends with the reason.
   if (GetParam() == "reactors") {

@@ -30,12 +30,8 @@ TEST(TransferCalls, AreBoundedPerSessionAndEndWithTheirSession) {
   auto d = testing::Daemon::start({"--max-transfers-per-session", "3"});
   ASSERT_TRUE(d.ok()) << d.status();
   WireSession s((*d)->tcp_uri(), "idle-transfers");
-  v1::CreateQueueResponse queue;
-  ASSERT_TRUE(s.call(&v1::Kad::Stub::CreateQueue, v1::CreateQueueRequest(), &queue).ok());
-  v1::AllocateBufferRequest allocate;
-  allocate.set_size(16);  // the last write announces bytes 8 to 16
-  v1::AllocateBufferResponse marker;
-  ASSERT_TRUE(s.call(&v1::Kad::Stub::AllocateBuffer, allocate, &marker).ok());
+  const uint64_t queue = s.create_queue();
+  const uint64_t marker = s.allocate(16);  // the last write announces bytes 8 to 16
 
   // Three writes, each of 4 of the 8 bytes it announces at offset 4 * i:
   // kad has taken each in once its bytes are in the buffer.
@@ -46,8 +42,8 @@ TEST(TransferCalls, AreBoundedPerSessionAndEndWithTheirSession) {
     w->context.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
     w->writer = s.stub().WriteBuffer(&w->context, &w->response);
     v1::WriteBufferChunk chunk;
-    chunk.set_queue(queue.queue());
-    chunk.set_buffer(marker.buffer());
+    chunk.set_queue(queue);
+    chunk.set_buffer(marker);
     chunk.set_offset(4 * i);
     chunk.set_size(8);
     chunk.set_data(std::string(4, static_cast<char>(i + 1)));
@@ -58,8 +54,8 @@ TEST(TransferCalls, AreBoundedPerSessionAndEndWithTheirSession) {
   {
     WireSession::Stream look(s);
     v1::QueueCommand read;
-    read.set_queue(queue.queue());
-    read.mutable_copy_out()->set_buffer(marker.buffer());
+    read.set_queue(queue);
+    read.mutable_copy_out()->set_buffer(marker);
     read.mutable_copy_out()->set_size(12);
     std::string seen;
     for (const absl::Time give_up = absl::Now() + absl::Seconds(30);
@@ -75,8 +71,8 @@ TEST(TransferCalls, AreBoundedPerSessionAndEndWithTheirSession) {
     grpc::ClientContext context;
     s.prepare(context);
     v1::ReadBufferRequest request;
-    request.set_queue(queue.queue());
-    request.set_buffer(marker.buffer());
+    request.set_queue(queue);
+    request.set_buffer(marker);
     request.set_size(12);
     auto reader = s.stub().ReadBuffer(&context, request);
     v1::BufferChunk chunk;

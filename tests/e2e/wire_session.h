@@ -53,6 +53,21 @@ class WireSession {
     return (stub_.get()->*method)(&context, request, response);
   }
 
+  // The usual objects of a session, checked to exist: a queue on the
+  // default device, and a buffer of `bytes` there. Their handles.
+  uint64_t create_queue() {
+    v1::CreateQueueResponse r;
+    EXPECT_TRUE(call(&v1::Kad::Stub::CreateQueue, v1::CreateQueueRequest(), &r).ok());
+    return r.queue();
+  }
+  uint64_t allocate(uint64_t bytes) {
+    v1::AllocateBufferRequest request;
+    request.set_size(bytes);
+    v1::AllocateBufferResponse r;
+    EXPECT_TRUE(call(&v1::Kad::Stub::AllocateBuffer, request, &r).ok());
+    return r.buffer();
+  }
+
   // One Submit stream; each command gets one reply (checked to carry its tag).
   class Stream {
    public:
