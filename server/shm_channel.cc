@@ -145,7 +145,8 @@ void ShmChannel::set_busy(bool busy) {
 
 bool ShmChannel::post(const CompletionRecord& done) {
   RingIndices& ring = header_->completion;
-  const uint32_t tail = ring.tail.load(std::memory_order_relaxed);
+  // kad's own count, not the shared word the client could rewrite.
+  const uint32_t tail = completion_tail_;
   auto deadline =
       std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stall_timeout_ms);
   for (;;) {
@@ -166,7 +167,8 @@ bool ShmChannel::post(const CompletionRecord& done) {
   }
   auto* slots = reinterpret_cast<CompletionRecord*>(memory_ + kCompletionOffset);
   std::memcpy(&slots[tail % kCompletionSlots], &done, sizeof(done));
-  ring.tail.store(tail + 1, std::memory_order_release);
+  completion_tail_ = tail + 1;
+  ring.tail.store(completion_tail_, std::memory_order_release);
   notify(&ring.tail, &ring.consumer_waiting);
   return true;
 }

@@ -82,6 +82,7 @@ class ShmChannel {
   shm::v1::SubmitRecord record_{};  // private copy of the slot being run
   shm::v1::CompletionRecord done_{};
   bool message_in_done_ = false;  // done_'s message bytes hold an earlier record's
+  uint32_t completion_tail_ = 0;  // completions posted: the ring's tail, kad's copy
   bool answer_ = true;            // whether done_ goes back to the client
   DecodedLaunch decoded_;
   // The channel thread's: whether it counts among the busy channels, and

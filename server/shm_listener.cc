@@ -5,10 +5,12 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <system_error>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "kad/shm/v1/handshake.h"
 #include "spdlog/spdlog.h"
 
@@ -84,6 +86,11 @@ void ShmListener::accept_loop() {
     pollfd p{listen_fd_, POLLIN, 0};
     if (poll(&p, 1, 200) > 0) {
       const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+      if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)) {
+        // Out of descriptors or memory: the connection stays queued and poll
+        // says so at once; look again a little later, not in a busy loop.
+        absl::SleepFor(absl::Milliseconds(100));
+      }
       if (fd >= 0) {
         join_hellos(/*all=*/false);
         if (hellos_.size() >= kMaxPendingHellos) {

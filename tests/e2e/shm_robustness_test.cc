@@ -453,6 +453,30 @@ TEST_F(ShmRobustness, OutOfRangeRingIndicesEndTheChannel) {
   EXPECT_THAT(c.close_reason(), HasSubstr("submission ring indices out of range"));
 }
 
+// kad counts the completions it posted itself: a client that rewrites the
+// completion ring's tail moves nothing of kad's, and the next answer lands
+// in the slot after the last.
+TEST_F(ShmRobustness, ACompletionTailTheClientRewritesIsNotKads) {
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+  for (int i = 1; i <= 3; ++i) {
+    c.slot().op = static_cast<uint32_t>(Op::kPing);
+    c.publish();
+    // kad's answer sets the tail to its own count: i.
+    for (const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+         c.header()->completion.tail.load() != static_cast<uint32_t>(i) &&
+         std::chrono::steady_clock::now() < give_up;) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    ASSERT_EQ(c.header()->completion.tail.load(), static_cast<uint32_t>(i));
+    auto done = c.next();
+    ASSERT_TRUE(done) << "ping " << i;
+    EXPECT_EQ(done->tag, static_cast<uint64_t>(i));
+    EXPECT_EQ(done->code, 0) << c.message(*done);
+    c.header()->completion.tail.store(200 + i);  // not kad's to be told
+  }
+}
+
 TEST_F(ShmRobustness, AClientThatStopsReadingCompletionsLosesItsChannel) {
   RawChannel c;
   ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
