@@ -83,6 +83,7 @@ absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& devic
     absl::MutexLock lock(&mu_);
     recent = recent_[device_id];
   }
+  const absl::Time budget = absl::Now() + kPreloadBudget;
   for (const RecentKernel& k : recent) {
     const IdRecord r{k.id};
     // A kernel whose load ends its worker is preloaded no more: a client's
@@ -100,8 +101,8 @@ absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& devic
     }
     absl::Status loaded;
     uint32_t flags = 0;
-    if (absl::Status s =
-            worker.read_status(absl::Now() + options_.compile_timeout, &loaded, &flags);
+    if (absl::Status s = worker.read_status(
+            std::min(absl::Now() + options_.compile_timeout, budget), &loaded, &flags);
         !s.ok()) {
       return failed(s);
     }

@@ -127,6 +127,11 @@ class WorkerPool {
     std::shared_ptr<const std::string> request;
   };
   static constexpr size_t kRecentKernels = 8;
+  // The most a spare may spend loading the recent kernels, all together:
+  // the one thread that starts every worker does it, and takes that wait
+  // for a worker wait behind it. A spare past it is stopped, and the kernel
+  // it was loading is preloaded no more.
+  static constexpr absl::Duration kPreloadBudget = absl::Seconds(10);
   absl::flat_hash_map<std::string, std::vector<RecentKernel>> recent_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
