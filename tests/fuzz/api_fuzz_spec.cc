@@ -93,10 +93,14 @@ bool documented(Call call, Code code) {
       return listed(code, {Code::INVALID_ARGUMENT, Code::RESOURCE_EXHAUSTED, Code::UNAVAILABLE});
     case Call::kFreeBuffer:
       return listed(code, {Code::DEADLINE_EXCEEDED, Code::INTERNAL});
+    // A transfer call also: RESOURCE_EXHAUSTED (more than the session may
+    // hold open), CANCELLED (its session closed under it).
     case Call::kWriteBuffer:
+      return write_code(code) || listed(code, {Code::RESOURCE_EXHAUSTED, Code::CANCELLED});
     case Call::kCopyIn:
       return write_code(code);
     case Call::kReadBuffer:
+      return read_code(code) || listed(code, {Code::RESOURCE_EXHAUSTED, Code::CANCELLED});
     case Call::kCopyOut:
       return read_code(code);
     case Call::kLoadModule:
