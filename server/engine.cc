@@ -178,6 +178,7 @@ absl::StatusOr<std::shared_ptr<Session>> Engine::open_session(std::string client
   }
   auto s = std::make_shared<Session>(*std::move(id), sessions_opened_.fetch_add(1) + 1,
                                      std::move(client_name), std::move(peer), std::move(tenant));
+  s->opener_uid = caller.uid;
   {
     absl::MutexLock session_lock(&s->mu);
     s->held = std::move(held);

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -122,6 +123,10 @@ class Session {
   // The tenant its caller is (tenants.h); null for a session the engine
   // made without one (tests that drive the engine directly).
   Tenant* tenant() const { return tenant_.get(); }
+  // The uid of the process that opened it, where kad knows it (a UNIX
+  // socket's peer): a shared-memory handshake for the session must come
+  // from that uid (or root), so that its id alone, leaked, opens nothing.
+  std::optional<uint32_t> opener_uid;
 
   // Handles start at 1 and are never reused within a session.
   uint64_t next_handle() { return next_handle_.fetch_add(1, std::memory_order_relaxed); }

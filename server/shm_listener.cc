@@ -134,8 +134,22 @@ void ShmListener::serve_hello(int fd) {
     send_status_reply(fd, s, -1, 0);
     close(fd);
   };
-  auto session_of = [&](const char(&id)[64]) {
-    return engine_.session(std::string(id, strnlen(id, sizeof(id))));
+  ucred peer{};
+  socklen_t len = sizeof(peer);
+  const bool peer_known = getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0;
+  // The session named, if this connection's process may use it: the uid
+  // that opened it, or root (an unknown peer may not, where the opener is
+  // known).
+  auto session_of = [&](const char(&id)[64]) -> absl::StatusOr<std::shared_ptr<Session>> {
+    absl::StatusOr<std::shared_ptr<Session>> s =
+        engine_.session(std::string(id, strnlen(id, sizeof(id))));
+    if (!s.ok() || !(*s)->opener_uid.has_value()) return s;
+    if (!peer_known || (peer.uid != 0 && peer.uid != *(*s)->opener_uid)) {
+      return absl::PermissionDeniedError(
+          absl::StrFormat("this session was not opened by this connection's user (uid %d)",
+                          peer_known ? static_cast<int64_t>(peer.uid) : int64_t{-1}));
+    }
+    return s;
   };
   if (n == static_cast<ssize_t>(sizeof(MapBuffer)) &&
       message.request == static_cast<uint32_t>(Request::kMapBuffer)) {
@@ -165,9 +179,6 @@ void ShmListener::serve_hello(int fd) {
   if (!session.ok()) return refuse(session.status());
   if (absl::Status q = engine_.check_queue(**session, hello.queue, kSessionWait); !q.ok())
     return refuse(q);
-  ucred peer{};
-  socklen_t len = sizeof(peer);
-  getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len);
 
   absl::StatusOr<std::unique_ptr<ShmChannel>> channel =
       ShmChannel::create(engine_, *session, hello.queue, fd, options_);

@@ -11,6 +11,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -24,6 +25,8 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "kad/client.h"
+#include "kad/shm/v1/handshake.h"
+#include "kad/shm/v1/layout.h"
 #include "tests/support/daemon.h"
 
 namespace kad::testing {
@@ -191,6 +194,64 @@ TEST(SocketAccess, AModeOrGroupKadCannotUseIsRefusedNamingIt) {
       absl::StrContains(read_all(base + "/group.log"), "no group is named `no-such-group-kad`"))
       << read_all(base + "/group.log");
   fs::remove_all(base);
+}
+
+// A session id is not enough over shared memory: a handshake for a session
+// opened over the UNIX socket must come from the uid that opened it (or
+// root). A process of another uid that learnt the id, on a socket it may
+// reach (mode 0666 here), is refused PERMISSION_DENIED.
+TEST(SessionIds, OverSharedMemoryServeOnlyTheUidThatOpenedTheSession) {
+  if (geteuid() != 0) GTEST_SKIP() << "acting as another uid needs root";
+  auto d = Daemon::start({"--no-workers", "--socket-mode", "0666"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto owner = Client::connect((*d)->unix_uri() + "?transport=grpc", "owner");
+  ASSERT_TRUE(owner.ok()) << owner.status();
+  auto queue = (*owner)->create_queue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  // Prepared before the fork: the child allocates nothing.
+  shm::v1::Hello hello{};
+  hello.request = static_cast<uint32_t>(shm::v1::Request::kHello);
+  hello.version = shm::v1::kVersion;
+  const std::string id = (*owner)->session_id();
+  std::memcpy(hello.session_id, id.data(), std::min(id.size(), sizeof(hello.session_id)));
+  hello.queue = (*queue)->handle();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string shm_path = path_of((*d)->unix_uri()) + ".shm";
+  std::strncpy(addr.sun_path, shm_path.c_str(), sizeof(addr.sun_path) - 1);
+  // The test daemon's folder (mkdtemp's, 0700) is the test's: open it to
+  // the other uid too.
+  const fs::path folder = fs::path(shm_path).parent_path();
+  ASSERT_NE(folder.string().find("/kad-test-"), std::string::npos) << folder;
+  ASSERT_EQ(chmod(folder.c_str(), 0755), 0);
+  constexpr uid_t kNobody = 65534;
+  const pid_t child = fork();
+  if (child == 0) {
+    if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(10);
+    const int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(11);
+    if (send(fd, &hello, sizeof(hello), 0) != static_cast<ssize_t>(sizeof(hello))) _exit(12);
+    shm::v1::Reply reply{};
+    int memfd = -1;
+    if (!shm::v1::receive_reply(fd, &reply, &memfd)) _exit(13);
+    if (memfd >= 0) _exit(14);  // it was handed the channel
+    if (reply.code != static_cast<int32_t>(absl::StatusCode::kPermissionDenied)) _exit(15);
+    const absl::string_view said(reply.message, std::min<size_t>(reply.message_length, 240));
+    _exit(said.find("not opened by this connection's user (uid 65534)") != said.npos ? 0 : 16);
+  }
+  int status = 0;
+  ASSERT_EQ(waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFEXITED(status));
+  // 10: could not become nobody; 11: could not connect; 12, 13: the
+  // handshake failed; 14: the channel was handed over; 15, 16: another code
+  // or message than PERMISSION_DENIED naming the uid.
+  EXPECT_EQ(WEXITSTATUS(status), 0);
+  // The owner still opens its own channel.
+  auto over_shm = Client::connect((*d)->unix_uri() + "?transport=shm", "owner-shm");
+  ASSERT_TRUE(over_shm.ok()) << over_shm.status();
+  auto shm_queue = (*over_shm)->create_queue();
+  ASSERT_TRUE(shm_queue.ok()) << shm_queue.status();
+  EXPECT_TRUE((*shm_queue)->shared_memory());
 }
 
 TEST(SessionIds, AreLongRandomAndNeverLogged) {
