@@ -9,6 +9,7 @@
 #include <array>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
@@ -140,7 +141,13 @@ Device* Engine::session_device(Session& s, Device* shared) {
     if (const Tenant* t = s.tenant()) {
       share = {t->nice(), cpu_groups_.get(), t->name(), t->spec().weight, t->higher_classes()};
     }
-    own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_, std::move(share));
+    // Whose code its worker may hold besides the session's own: that of
+    // sessions of the same tenant and, where the transport says, the same
+    // uid (two people in the default tenant are not one).
+    std::string owner = absl::StrCat(s.tenant() != nullptr ? s.tenant()->name() : "", "/",
+                                     s.opener_uid ? absl::StrCat(*s.opener_uid) : "-");
+    own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_, std::move(share),
+                                                   std::move(owner));
     workers_->watch(own);
   }
   return own.get();

@@ -353,7 +353,7 @@ absl::Status IsolatedDevice::call(Op op, std::span<const std::byte> a, int fd,
 
 absl::Status IsolatedDevice::ensure_worker() {
   if (worker_) return absl::OkStatus();
-  absl::StatusOr<std::unique_ptr<WorkerProcess>> w = pool_.take(info().id);
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> w = pool_.take(info().id, owner_);
   if (!w.ok()) return w.status();
   worker_ = *std::move(w);
   running_pid_.store(worker_->pid());
@@ -486,7 +486,7 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   }
   if (reported.ok()) {
     loaded_.insert(kernel.id());
-    pool_.remember(info().id, kernel.id(), kernel.request());
+    pool_.remember(info().id, owner_, kernel.id(), kernel.request());
     pool_.note_load((flags & kLoadedProgramBinary) != 0);
   }
   return reported;
@@ -579,7 +579,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   if (!built->program_binary().empty()) message.set_program_binary(built->program_binary());
   const uint64_t id = next_kernel_id.fetch_add(1);
   auto shared = std::make_shared<const std::string>(message.SerializeAsString());
-  pool_.remember(info().id, id, shared);
+  pool_.remember(info().id, owner_, id, shared);
   return std::make_unique<WorkerKernel>(id, request.signature.entry, compiled->limits,
                                         std::move(compiled->parameters),
                                         info().limits.compute_units, std::move(shared));

@@ -88,9 +88,11 @@ struct CpuShare {
 class IsolatedDevice final : public Device, public DeadlineWatched {
  public:
   // `shared` is the daemon's own device object: its description only is used.
-  // `share`: where its workers go, and their niceness.
-  IsolatedDevice(Device& shared, WorkerPool& pool, CpuShare share = {})
-      : shared_(shared), pool_(pool), share_(std::move(share)) {}
+  // `share`: where its workers go, and their niceness. `owner`: whose code
+  // the session runs (WorkerPool::remember), the only code other than its
+  // own that its worker may hold.
+  IsolatedDevice(Device& shared, WorkerPool& pool, CpuShare share = {}, std::string owner = {})
+      : shared_(shared), pool_(pool), share_(std::move(share)), owner_(std::move(owner)) {}
   ~IsolatedDevice() override;  // stops the worker
 
   const DeviceInfo& info() const override { return shared_.info(); }
@@ -142,6 +144,7 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   Device& shared_;
   WorkerPool& pool_;
   const CpuShare share_;
+  const std::string owner_;
   mutable absl::Mutex mu_;
   std::unique_ptr<WorkerProcess> worker_ ABSL_GUARDED_BY(mu_);
   std::atomic<pid_t> running_pid_{0};  // worker_'s, readable without mu_

@@ -134,6 +134,11 @@ int signal_rules(scmp_filter_ctx filter, pid_t daemon) {
   auto low_bits_are = [](pid_t pid) {
     return SCMP_A0_64(SCMP_CMP_MASKED_EQ, 0xffffffffu, static_cast<uint32_t>(pid));
   };
+  // In a PID namespace of its own, kad is no pid the worker can name (its
+  // parent is 0 there); kill(-1) still reaches only what it started.
+  if (daemon == 0) {
+    return seccomp_rule_add(filter, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(kill), 1, low_bits_are(-1));
+  }
   int rc = 0;
   for (const int call :
        {SCMP_SYS(kill), SCMP_SYS(tgkill), SCMP_SYS(rt_sigqueueinfo), SCMP_SYS(rt_tgsigqueueinfo)}) {
@@ -184,13 +189,16 @@ std::string describe_walls(uint32_t walls, int landlock_abi) {
                               {kWallTcp, "TCP"},
                               {kWallSignalsAndAbstractSockets, "signals and abstract sockets"},
                               {kWallNoCapabilities, "capabilities"},
-                              {kWallSeccomp, "system calls"}};
+                              {kWallSeccomp, "system calls"},
+                              {kWallOwnProcesses, "own PID namespace"}};
+  constexpr uint32_t kLandlockWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets;
   std::vector<std::string> held, missing;
   for (const Named& n : kNames) ((walls & n.bit) != 0 ? held : missing).push_back(n.name);
   std::string text = held.empty() ? "none" : absl::StrJoin(held, ", ");
   if (!missing.empty()) {
-    absl::StrAppendFormat(&text, "; not: %s (Landlock ABI %d)", absl::StrJoin(missing, ", "),
-                          landlock_abi);
+    absl::StrAppendFormat(&text, "; not: %s", absl::StrJoin(missing, ", "));
+    if ((~walls & kLandlockWalls) != 0)
+      absl::StrAppendFormat(&text, " (Landlock ABI %d)", landlock_abi);
   }
   return text;
 }
@@ -247,6 +255,9 @@ absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox) {
 
   if (absl::Status s = confine_system_calls(); !s.ok()) return s;
   out.walls |= kWallSeccomp;
+  // PID 1 is the first process of a PID namespace: kad started it in one of
+  // its own (kad itself may be PID 1 of a container, but never a worker).
+  if (getpid() == 1) out.walls |= kWallOwnProcesses;
   return out;
 }
 

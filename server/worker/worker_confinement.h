@@ -9,11 +9,13 @@
 //    cache (PoCL's kcache) and its own folder (`--worker-dir`, its $TMPDIR).
 //    No /home, no /root beyond the caches, no /run, no kad socket to create;
 //  - TCP: neither bind nor connect (Landlock ABI 4);
-//  - other processes: no signal to and no abstract UNIX socket of anything
-//    outside its walls (Landlock ABI 6), no ptrace or process_vm_* (seccomp,
-//    and Landlock's own rule); on kernels without Landlock ABI 6, seccomp
-//    still refuses every signal to kad (the process that started it), to any
-//    process group, by bare thread id or through a pidfd;
+//  - other processes: none to see or signal, in a PID namespace of its own
+//    where kad may make one (namespaced_spawn.h); no signal to and no
+//    abstract UNIX socket of anything outside its walls (Landlock ABI 6), no
+//    ptrace or process_vm_* (seccomp, and Landlock's own rule); on kernels
+//    without Landlock ABI 6, seccomp still refuses every signal to kad (the
+//    process that started it), to its process group and to every process,
+//    by bare thread id or through a pidfd;
 //  - privileges: none (capabilities dropped, bounding set included; no new
 //    privileges), so a worker of a daemon that runs as root is not root's
 //    equal;
@@ -40,12 +42,15 @@ enum WallBits : uint32_t {
   kWallSignalsAndAbstractSockets = 1u << 2,
   kWallNoCapabilities = 1u << 3,
   kWallSeccomp = 1u << 4,
+  // PID 1 of a PID namespace of its own (namespaced_spawn.h): no process
+  // outside it to see or signal.
+  kWallOwnProcesses = 1u << 5,
 };
-inline constexpr uint32_t kAllWalls =
-    kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets | kWallNoCapabilities | kWallSeccomp;
+inline constexpr uint32_t kAllWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets |
+                                      kWallNoCapabilities | kWallSeccomp | kWallOwnProcesses;
 
-// "files, TCP, signals and abstract sockets, capabilities, system calls" and,
-// for what is missing, "not: TCP (Landlock ABI 3)".
+// "files, TCP, signals and abstract sockets, capabilities, system calls, own
+// PID namespace" and, for what is missing, "not: TCP (Landlock ABI 3)".
 std::string describe_walls(uint32_t walls, int landlock_abi);
 
 // The folders and files a worker of this process may read and write:

@@ -531,6 +531,10 @@ void harden_worker_process(int fd) {
   socklen_t length = sizeof(daemon);
   if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &daemon, &length) != 0 || getppid() != daemon.pid)
     _exit(0);
+  // In a PID namespace of its own both are 0 (kad is outside it): a daemon
+  // that ended has closed its end of the socket, which only it held.
+  pollfd hung_up{fd, POLLRDHUP, 0};
+  if (poll(&hung_up, 1, 0) != 0) _exit(0);
   // A crashing kernel leaves no core file behind, and the process cannot be
   // read by another of the same user (nor dumped).
   rlimit no_core{0, 0};

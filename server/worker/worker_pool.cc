@@ -31,25 +31,47 @@ void WorkerPool::keep_ready(const std::string& device_id) {
     devices_.push_back(device_id);
 }
 
-absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::take(const std::string& device_id) {
+namespace {
+
+// The ready worker an `owner`'s session may have, best first: one that holds
+// that owner's kernels, then one that holds none; `workers.end()` if none.
+std::vector<std::unique_ptr<WorkerProcess>>::iterator usable_by(
+    std::vector<std::unique_ptr<WorkerProcess>>& workers, const std::string& owner) {
+  auto preloaded_for_owner = std::find_if(workers.begin(), workers.end(), [&](const auto& w) {
+    return !w->preloaded.empty() && w->preloaded_for == owner;
+  });
+  if (preloaded_for_owner != workers.end()) return preloaded_for_owner;
+  return std::find_if(workers.begin(), workers.end(),
+                      [](const auto& w) { return w->preloaded.empty(); });
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::take(const std::string& device_id,
+                                                                const std::string& owner) {
   absl::MutexLock lock(&mu_);
-  auto& ready = ready_[device_id];
-  if (ready.empty()) {
-    ++wanted_[device_id];
+  auto usable = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return usable_by(ready_[device_id], owner) != ready_[device_id].end();
+  };
+  if (!usable()) {
+    std::vector<std::string>& waiting = waiting_[device_id];
+    waiting.push_back(owner);
     const uint64_t failures = failures_;
     auto started_or_failed = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-      return !ready_[device_id].empty() || failures_ != failures || stopping_;
+      return usable() || failures_ != failures || stopping_;
     };
     mu_.Await(absl::Condition(&started_or_failed));
-    --wanted_[device_id];
-    if (ready_[device_id].empty()) {
+    waiting.erase(std::find(waiting.begin(), waiting.end(), owner));
+    if (!usable()) {
       auto f = failed_.find(device_id);
       return f != failed_.end() ? f->second
                                 : absl::UnavailableError("kad is stopping: no worker started");
     }
   }
-  std::unique_ptr<WorkerProcess> w = std::move(ready_[device_id].back());
-  ready_[device_id].pop_back();
+  std::vector<std::unique_ptr<WorkerProcess>>& ready = ready_[device_id];
+  auto chosen = usable_by(ready, owner);
+  std::unique_ptr<WorkerProcess> w = std::move(*chosen);
+  ready.erase(chosen);
   last_take_ = absl::Now();
   return w;
 }
@@ -68,20 +90,40 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::start_compile_worker(
   return w;
 }
 
-void WorkerPool::remember(const std::string& device_id, uint64_t kernel_id,
-                          std::shared_ptr<const std::string> request) {
+void WorkerPool::remember(const std::string& device_id, const std::string& owner,
+                          uint64_t kernel_id, std::shared_ptr<const std::string> request) {
   absl::MutexLock lock(&mu_);
   std::vector<RecentKernel>& recent = recent_[device_id];
-  std::erase_if(recent, [&](const RecentKernel& k) { return k.id == kernel_id; });
-  recent.insert(recent.begin(), {kernel_id, std::move(request)});
+  std::erase_if(recent,
+                [&](const RecentKernel& k) { return k.id == kernel_id && k.owner == owner; });
+  recent.insert(recent.begin(), {kernel_id, owner, std::move(request)});
   if (recent.size() > kRecentKernels) recent.pop_back();
+  last_owner_[device_id] = owner;
+}
+
+int WorkerPool::unserved(const std::string& device_id) {
+  int n = 0;
+  for (const std::string& owner : waiting_[device_id]) {
+    if (usable_by(ready_[device_id], owner) == ready_[device_id].end()) ++n;
+  }
+  return n;
+}
+
+bool WorkerPool::take_waits_for(const std::string& device_id) {
+  absl::MutexLock lock(&mu_);
+  return unserved(device_id) > 0;
 }
 
 absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
+  // One owner's kernels only: the spare is then that owner's alone.
   std::vector<RecentKernel> recent;
   {
     absl::MutexLock lock(&mu_);
-    recent = recent_[device_id];
+    const std::string& owner = last_owner_[device_id];
+    for (const RecentKernel& k : recent_[device_id]) {
+      if (k.owner == owner) recent.push_back(k);
+    }
+    worker.preloaded_for = owner;
   }
   const absl::Time budget = absl::Now() + kPreloadBudget;
   for (const RecentKernel& k : recent) {
@@ -139,7 +181,10 @@ void WorkerPool::watchdog() {
 WorkerPool::Stats WorkerPool::stats() const {
   absl::MutexLock lock(&mu_);
   Stats s = stats_;
-  for (const auto& [device, ready] : ready_) s.ready += ready.size();
+  for (const auto& [device, ready] : ready_) {
+    s.ready += ready.size();
+    for (const auto& w : ready) s.ready_preloaded += w->preloaded.empty() ? 0 : 1;
+  }
   return s;
 }
 
@@ -166,15 +211,18 @@ void WorkerPool::refill() {
     std::vector<Start> batch;
     {
       absl::MutexLock lock(&mu_);
-      // A device whose takes and spares outnumber its ready and starting workers.
+      // A device whose takes unserved and spares outnumber its ready and
+      // starting workers, or whose takes unserved outnumber its starting
+      // ones alone: the ready ones may hold other owners' kernels.
       auto short_of = [this](const std::string& d) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
         const bool spares = std::find(devices_.begin(), devices_.end(), d) != devices_.end();
-        const size_t want = static_cast<size_t>(wanted_[d] + (spares ? options_.spares : 0));
-        return ready_[d].size() + static_cast<size_t>(starting_[d]) < want;
+        const int takes = unserved(d);
+        const size_t want = static_cast<size_t>(takes + (spares ? options_.spares : 0));
+        return ready_[d].size() + static_cast<size_t>(starting_[d]) < want || starting_[d] < takes;
       };
       auto next = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) -> std::string {
-        for (const auto& [d, n] : wanted_) {
-          if (n > 0 && short_of(d)) return d;
+        for (const auto& [d, owners] : waiting_) {
+          if (!owners.empty() && short_of(d)) return d;
         }
         for (const std::string& d : devices_) {
           if (short_of(d)) return d;
@@ -185,8 +233,8 @@ void WorkerPool::refill() {
         return stopping_ || !next().empty();
       };
       auto take_waits = [&]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-        for (const auto& [d, n] : wanted_) {
-          if (n > 0 && short_of(d)) return true;
+        for (const auto& [d, owners] : waiting_) {
+          if (unserved(d) > 0 && short_of(d)) return true;
         }
         return false;
       };
@@ -203,7 +251,7 @@ void WorkerPool::refill() {
       }
       for (std::string d; batch.size() < at_once && !(d = next()).empty();) {
         // The first starts go to the takes waiting; the rest are spares.
-        batch.push_back({d, starting_[d] + static_cast<int>(ready_[d].size()) >= wanted_[d]});
+        batch.push_back({d, starting_[d] >= unserved(d)});
         ++starting_[d];
         ++stats_.started;
       }
@@ -231,9 +279,11 @@ void WorkerPool::refill() {
         }
       }
       // A spare that fails while preloading is stopped (it could owe an
-      // answer); the next one starts without the kernel that failed.
+      // answer); the next one starts without the kernel that failed. One
+      // that a take waits for now loads nothing ahead: it is then any
+      // owner's, and that take has it at once.
       bool discarded = false;
-      if (w.ok() && batch[i].spare) {
+      if (w.ok() && batch[i].spare && !take_waits_for(device)) {
         if (absl::Status s = preload(**w, device); !s.ok()) {
           const std::string ended = (*w)->stop();
           spdlog::warn(

@@ -58,9 +58,13 @@ class WorkerPool {
 
   // Keeps `spares` started workers for `device_id` from now on.
   void keep_ready(const std::string& device_id);
-  // A started worker for `device_id`: a spare if one is ready, else one
-  // started now.
-  absl::StatusOr<std::unique_ptr<WorkerProcess>> take(const std::string& device_id);
+  // A started worker for `device_id`, for a session of `owner`: a spare if
+  // one is ready that holds no code but `owner`'s, else one started now.
+  // A spare holding another owner's kernels stays for that owner: a
+  // session's worker runs its client's code natively, which could read
+  // whatever else the process holds.
+  absl::StatusOr<std::unique_ptr<WorkerProcess>> take(const std::string& device_id,
+                                                      const std::string& owner = {});
 
   // A fresh worker for one compile (DESIGN §8): started now, never given to
   // a session, and stopped by the caller after that compile, so that the
@@ -70,10 +74,13 @@ class WorkerPool {
   // compile and stops the worker before it returns.
   absl::StatusOr<std::unique_ptr<WorkerProcess>> start_compile_worker(const std::string& device_id);
 
-  // `kernel_id` (its compile request `request`) ran on `device_id` just now:
-  // spares started from now on load it (the most recent 8 per device), so
-  // that a new session's first launch of it does not wait for the driver.
-  void remember(const std::string& device_id, uint64_t kernel_id,
+  // `kernel_id` (its compile request `request`) ran on `device_id` just now
+  // in a session of `owner` (its tenant and uid: those who may see each
+  // other's code). Spares started from now on load the device's most recent
+  // kernels (8 per device) of the owner that ran one last, so that a new
+  // session's first launch of it does not wait for the driver; such a spare
+  // goes to that owner's sessions only (take).
+  void remember(const std::string& device_id, const std::string& owner, uint64_t kernel_id,
                 std::shared_ptr<const std::string> request);
 
   // Watches `device`'s launches from now until it goes: one that runs past
@@ -84,6 +91,7 @@ class WorkerPool {
     uint64_t started = 0;          // workers started, spares and compile workers included
     uint64_t compile_workers = 0;  // of those, started for one compile each
     uint64_t ready = 0;            // spares started and not taken
+    uint64_t ready_preloaded = 0;  // of those, holding an owner's recent kernels
     uint64_t failed_starts = 0;    // workers that failed to start, or to ready as spares
     uint64_t crashed = 0;          // workers a client's kernel ended
     uint64_t timed_out = 0;        // workers stopped at a deadline (a launch's or a compile's)
@@ -109,14 +117,18 @@ class WorkerPool {
   // answer it still owes would reach the session that took it. The kernel
   // it failed on is then dropped from the recent ones.
   absl::Status preload(WorkerProcess& worker, const std::string& device_id);
+  // Takes waiting for `device_id` that no ready worker may serve.
+  int unserved(const std::string& device_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool take_waits_for(const std::string& device_id);
 
   WorkerOptions options_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<std::unique_ptr<WorkerProcess>>> ready_
       ABSL_GUARDED_BY(mu_);
   std::vector<std::string> devices_ ABSL_GUARDED_BY(mu_);  // those that keep spares
-  // Takes waiting for a worker, per device, and why the last start failed.
-  absl::flat_hash_map<std::string, int> wanted_ ABSL_GUARDED_BY(mu_);
+  // Takes waiting for a worker, per device (their owners), and why the last
+  // start failed.
+  absl::flat_hash_map<std::string, std::vector<std::string>> waiting_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int> starting_ ABSL_GUARDED_BY(mu_);  // spawned, not ready
   static constexpr absl::Duration kSpareDelay = absl::Milliseconds(250);
   absl::Time last_take_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
@@ -124,6 +136,7 @@ class WorkerPool {
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   struct RecentKernel {
     uint64_t id;
+    std::string owner;
     std::shared_ptr<const std::string> request;
   };
   static constexpr size_t kRecentKernels = 8;
@@ -133,6 +146,8 @@ class WorkerPool {
   // it was loading is preloaded no more.
   static constexpr absl::Duration kPreloadBudget = absl::Seconds(10);
   absl::flat_hash_map<std::string, std::vector<RecentKernel>> recent_ ABSL_GUARDED_BY(mu_);
+  // Per device, the owner that ran a kernel last: whose kernels spares load.
+  absl::flat_hash_map<std::string, std::string> last_owner_ ABSL_GUARDED_BY(mu_);
   Stats stats_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::weak_ptr<DeadlineWatched>> watched_ ABSL_GUARDED_BY(mu_);

@@ -11,12 +11,15 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <thread>
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/worker/namespaced_spawn.h"
 #include "server/worker/worker_confinement.h"
+#include "spdlog/spdlog.h"
 
 extern char** environ;
 
@@ -68,6 +71,28 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+
+  // In namespaces of its own where kad may make them (namespaced_spawn.h),
+  // else in kad's, said once.
+  absl::StatusOr<pid_t> namespaced =
+      spawn_in_own_namespaces(command.executable.c_str(), argv.data(), environ, fds[1]);
+  if (namespaced.ok() || namespaced.status().code() != absl::StatusCode::kUnavailable) {
+    close(fds[1]);
+    if (!namespaced.ok()) {
+      close(fds[0]);
+      std::filesystem::remove_all(dir, ec);
+      return namespaced.status();
+    }
+    return std::unique_ptr<WorkerProcess>(
+        new WorkerProcess(*namespaced, fds[0], std::move(dir), device_id));
+  }
+  static std::once_flag said;
+  std::call_once(said, [&] {
+    spdlog::warn(
+        "workers start in kad's PID namespace ({}): a taken-over worker sees other processes, "
+        "and may signal another session's worker where Landlock does not scope signals",
+        std::string(namespaced.status().message()));
+  });
 
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);

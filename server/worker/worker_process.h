@@ -42,8 +42,11 @@ class WorkerProcess {
   // What confines it, as it reported (WallBits), and its kernel's Landlock ABI.
   uint32_t walls() const { return walls_; }
   int landlock_abi() const { return landlock_abi_; }
-  // Kernels (WorkerKernel ids) loaded before anyone took the worker.
+  // Kernels (WorkerKernel ids) loaded before anyone took the worker, and
+  // whose they are (WorkerPool::remember's `owner`): a worker holding one
+  // owner's code is given to no other (DESIGN §8).
   absl::flat_hash_set<uint64_t> preloaded;
+  std::string preloaded_for;
   // The tenant whose CPU group (cpu_groups.h) it is in; empty: none yet.
   std::string cpu_group;
   // The socket, to poll: messages go by send() alone, which counts them

@@ -64,7 +64,7 @@ TEST(WorkerMessages, AMessageLargerThanTheSocketsBufferReachesASleepingWorkerAtO
 TEST(WorkerMessages, ASpareThatFailsLoadingARecentKernelIsStoppedAndTheNextOneServes) {
   WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 1});
   const std::string device = testing::pocl_device().info().id;
-  pool.remember(device, 7, std::make_shared<const std::string>("not a compile request"));
+  pool.remember(device, "", 7, std::make_shared<const std::string>("not a compile request"));
   pool.keep_ready(device);
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   while ((pool.stats().failed_starts == 0 || pool.stats().ready == 0) && absl::Now() < give_up)

@@ -166,5 +166,51 @@ TEST(WorkerProgramBinaries, ASpareLoadsTheRecentKernelsAheadAndServesTheSessionT
   EXPECT_EQ(pool.stats().crashed + pool.stats().timed_out, 0u);
 }
 
+// DESIGN §8: a session's worker runs its client's code natively, so it may
+// hold no other client's code. A spare loaded with one owner's recent
+// kernels stays for that owner; another's session gets a worker that
+// loaded nothing ahead, and loads the kernel it launches itself.
+TEST(WorkerProgramBinaries, ASpareLoadedWithOneOwnersKernelsGoesToNoOtherOwner) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 1});
+  const std::string device_id = testing::pocl_device().info().id;
+  pool.keep_ready(device_id);
+  static int32_t round = 0;  // a kernel no cache holds, in every repetition
+  const int32_t salt =
+      static_cast<int32_t>((getpid() ^ time(nullptr) ^ (++round << 8)) & 0xffff) | 5;
+  std::unique_ptr<Kernel> kernel = salted_kernel(salt, "salted_owned");
+  ASSERT_NE(kernel, nullptr);
+  KernelCache cache;
+  IsolatedDevice alice(testing::pocl_device(), pool, {}, "alice/1000");
+  launch_and_check(alice, *kernel, cache, salt);
+  // A spare started before alice's launch loaded nothing: taken away by
+  // bob, the next one loads alice's kernel. One started after it holds her
+  // kernel already, and bob's take does not get it.
+  absl::StatusOr<std::unique_ptr<server::worker::WorkerProcess>> stale =
+      pool.take(device_id, "bob/1001");
+  ASSERT_TRUE(stale.ok()) << stale.status();
+  EXPECT_TRUE((*stale)->preloaded.empty()) << "bob's take got a spare holding alice's kernel";
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (pool.stats().ready_preloaded == 0 && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(20));
+  ASSERT_EQ(pool.stats().ready, 1u);
+  ASSERT_EQ(pool.stats().ready_preloaded, 1u) << "no spare loaded alice's kernel";
+
+  // Bob's session, even launching the same kernel, gets a worker of its
+  // own that held nothing, and loads the kernel there.
+  const uint64_t loads = pool.stats().binary_loads;
+  IsolatedDevice bob(testing::pocl_device(), pool, {}, "bob/1001");
+  launch_and_check(bob, *kernel, cache, salt);
+  EXPECT_EQ(pool.stats().binary_loads, loads + 1) << "bob's worker came with alice's kernel in it";
+  EXPECT_EQ(pool.stats().ready_preloaded, 1u) << "alice's spare was not kept for alice";
+
+  // Alice's next session has the spare that holds her kernel.
+  absl::StatusOr<std::unique_ptr<server::worker::WorkerProcess>> alices =
+      pool.take(device_id, "alice/1000");
+  ASSERT_TRUE(alices.ok()) << alices.status();
+  EXPECT_EQ((*alices)->preloaded.size(), 1u) << "alice's session did not get her spare";
+  EXPECT_EQ((*alices)->preloaded_for, "alice/1000");
+  EXPECT_EQ(pool.stats().crashed + pool.stats().timed_out, 0u);
+}
+
 }  // namespace
 }  // namespace kad

@@ -1,0 +1,105 @@
+#include "server/worker/namespaced_spawn.h"
+
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_format.h"
+
+namespace kad::server::worker {
+namespace {
+
+struct ChildStart {
+  const char* path;
+  char* const* argv;
+  char* const* envp;
+  int socket_fd;
+  // Written by the child when a step before its exec fails.
+  const char* failed_step = nullptr;
+  int error = 0;
+};
+
+// The child, until its exec: it runs on a stack of its own but shares kad's
+// memory while kad's thread waits for it (CLONE_VM | CLONE_VFORK, as
+// posix_spawn does), so it makes system calls only: nothing that allocates
+// or takes a lock another of kad's threads may hold.
+int start_child(void* arg) {
+  auto* c = static_cast<ChildStart*>(arg);
+  auto fail = [c](const char* step) {
+    c->error = errno;
+    c->failed_step = step;
+    _exit(127);
+  };
+  // No handler of kad's may run here: signals it catches go back to their
+  // default before the mask (all blocked by the parent) opens.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    struct sigaction action {};
+    if (sigaction(sig, nullptr, &action) != 0) continue;  // glibc's own, or none
+    if (action.sa_handler == SIG_DFL || action.sa_handler == SIG_IGN) continue;
+    action.sa_handler = SIG_DFL;
+    action.sa_flags = 0;
+    sigaction(sig, &action, nullptr);
+  }
+  // dup2 clears close-on-exec on the copy; a socket already at 3 needs it
+  // cleared by hand.
+  if (c->socket_fd == 3) {
+    if (fcntl(3, F_SETFD, 0) != 0) fail("fcntl of its socket");
+  } else if (dup2(c->socket_fd, 3) != 3) {
+    fail("dup2 of its socket");
+  }
+  // Its own process group: a stop takes what it started too.
+  if (setpgid(0, 0) != 0) fail("setpgid");
+  // Every capability of the new user namespace, bounding set included, goes
+  // at the exec; the bounding set only while the child still may drop it.
+  for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap)
+    prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  sigset_t none;
+  sigemptyset(&none);
+  if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail("sigprocmask");
+  execve(c->path, c->argv, c->envp);
+  fail("execve");
+  return 127;
+}
+
+}  // namespace
+
+absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv[],
+                                              char* const envp[], int socket_fd) {
+  constexpr size_t kStackBytes = 256 * 1024;
+  void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
+  if (stack == MAP_FAILED) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot map a stack to start a worker: %s", std::strerror(errno)));
+  }
+  ChildStart child{path, argv, envp, socket_fd};
+  sigset_t all, before;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &before);
+  const pid_t pid = clone(start_child, static_cast<char*>(stack) + kStackBytes,
+                          CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD, &child);
+  const int clone_error = errno;
+  pthread_sigmask(SIG_SETMASK, &before, nullptr);
+  munmap(stack, kStackBytes);
+  if (pid < 0) {
+    return absl::UnavailableError(absl::StrFormat(
+        "cannot make a user and PID namespace for a worker: %s", std::strerror(clone_error)));
+  }
+  if (child.failed_step != nullptr) {  // it exited before its exec
+    while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+    }
+    return absl::InternalError(absl::StrFormat("starting a worker (%s) failed in %s: %s", path,
+                                               child.failed_step, std::strerror(child.error)));
+  }
+  return pid;
+}
+
+}  // namespace kad::server::worker

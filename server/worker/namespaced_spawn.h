@@ -1,0 +1,30 @@
+// Starts a worker in a user and PID namespace of its own (DESIGN §8).
+//
+// A worker runs client kernels as native code. Inside its own PID namespace
+// it is PID 1 and sees no process outside it: it cannot signal kad, another
+// session's worker or anything else on the machine, whatever the kernel's
+// Landlock version (signal scoping came in Linux 6.12; Debian 12 runs 6.1).
+// Everything it starts dies with it, since the kernel ends a PID namespace
+// whose first process ends: no compiler it started, nor anything a kernel
+// started and moved to a session of its own, outlives it. The user namespace
+// is what lets kad make the PID namespace without privileges; no uid is
+// mapped into it, so the worker holds no capability there after its exec
+// and is nobody to itself, while the host still sees it as kad's user.
+#pragma once
+
+#include <sys/types.h>
+
+#include "absl/status/statusor.h"
+
+namespace kad::server::worker {
+
+// Starts `path` with `argv` and `envp` in new user and PID namespaces, with
+// `socket_fd` as its fd 3, in a process group of its own, with no signal
+// blocked, and with an empty capability bounding set. Its pid as kad sees it.
+// UNAVAILABLE where this kernel or kad's own confinement allows no new
+// namespaces (a container's seccomp profile, user.max_user_namespaces=0):
+// the caller then starts the worker in kad's namespaces.
+absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv[],
+                                              char* const envp[], int socket_fd);
+
+}  // namespace kad::server::worker
