@@ -16,6 +16,14 @@
 #include "server/worker/worker_main.h"
 #include "tests/support/alloc_counter.h"
 
+// Its pid as the daemon sees it: in a PID namespace of its own getpid() is 1,
+// but /proc is the host's, where /proc/self names the outer pid.
+std::string pid_seen_by_daemon() {
+  char link[32] = {};
+  const ssize_t n = readlink("/proc/self", link, sizeof(link) - 1);
+  return n > 0 ? std::string(link, n) : absl::StrCat(getpid());
+}
+
 int main(int argc, char** argv) {
   int fd = -1;
   std::string device_id;
@@ -34,7 +42,7 @@ int main(int argc, char** argv) {
   const int code = kad::server::worker::serve_worker(3, device, why, {});
   const uint64_t allocs = counter.counts().kad_allocs;
   if (const char* report = std::getenv("KAD_WORKER_ALLOC_REPORT")) {
-    std::ofstream(absl::StrCat(report, ".", getpid())) << allocs << "\n";
+    std::ofstream(absl::StrCat(report, ".", pid_seen_by_daemon())) << allocs << "\n";
   }
   return code;
 }
