@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <string_view>
+#include <thread>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -133,6 +134,14 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--worker-spares", c.worker_spares,
                  "workers kept started per CPU device, so a new session starts at once")
       ->check(CLI::Range(0, 64));
+  // PoCL's pthread driver starts a thread per core; compilers, kad's own
+  // threads in the worker and a margin come on top.
+  c.worker_max_processes = 64 + 2 * std::max(1u, std::thread::hardware_concurrency());
+  app.add_option("--worker-max-processes", c.worker_max_processes,
+                 "processes and threads one worker may run at once, so that a client's code "
+                 "cannot fork-bomb the machine (0: no bound; root is never bound: run kad as a "
+                 "user of its own)")
+      ->check(CLI::Range(0u, 1u << 20));
   app.add_flag("--worker-specialize", c.worker_specialize,
                "PoCL workers build a work-group function per work-group size (about 70 ms at a "
                "session's first launch of each kernel and size) rather than run the generic one "
@@ -188,6 +197,7 @@ ParseOutcome parse_config(int argc, char** argv) {
                                                    "workers",
                                                    "launch_timeout",
                                                    "worker_spares",
+                                                   "worker_max_processes",
                                                    "worker_specialize",
                                                    "cuda_prefer_blocks",
                                                    "tenants"};
@@ -233,6 +243,16 @@ ParseOutcome parse_config(int argc, char** argv) {
         return out;
       }
       c.daemon.limits.device_queue_depth = static_cast<uint32_t>(depth);
+      uint64_t processes = c.worker_max_processes;
+      set_u64("worker_max_processes", processes, app.get_option("--worker-max-processes"));
+      if (processes > (uint64_t{1} << 20)) {
+        out.exit = true;
+        out.exit_code = 2;
+        out.message = absl::StrCat("kad: ", config_file, ": worker_max_processes is ", processes,
+                                   ", more than the maximum of 1048576");
+        return out;
+      }
+      c.worker_max_processes = static_cast<uint32_t>(processes);
       if (app.get_option("--tls-cert")->count() == 0)
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)

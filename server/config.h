@@ -32,6 +32,10 @@ struct Config {
   bool workers = true;
   int64_t launch_timeout_s = 60;  // a launch running longer ends its worker
   int worker_spares = 1;          // workers kept started per CPU device
+  // Processes and threads one worker may run at once (0: no bound): its
+  // driver's threads and compilers fit; a fork bomb does not. Set from the
+  // machine's cores when the flags are parsed.
+  uint32_t worker_max_processes = 0;
   // PoCL in workers builds a work-group function per work-group size (about
   // 70 ms at a worker's first launch of each kernel and size) instead of
   // running the program binary's generic one: faster kernels that use

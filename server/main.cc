@@ -151,7 +151,12 @@ int serve(Config config) {
       return 2;
     }
     kad::server::worker::WorkerOptions& w = config.daemon.workers;
-    w.command = {self.string(), kad::server::worker_args(config)};
+    w.command = {self.string(), kad::server::worker_args(config), config.worker_max_processes};
+    if (getuid() == 0 && config.worker_max_processes > 0) {
+      spdlog::warn(
+          "kad runs as root: Linux holds no process of root's to --worker-max-processes, so a "
+          "client's code can fork-bomb the machine; run kad as a user of its own (deploy/)");
+    }
     w.launch_timeout = absl::Seconds(config.launch_timeout_s);
     // Each compiler run has --compile-timeout; the driver's build follows.
     w.compile_timeout = absl::Seconds(2 * config.compile_timeout_s + 30);

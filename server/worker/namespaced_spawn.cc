@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -22,6 +23,7 @@ struct ChildStart {
   char* const* argv;
   char* const* envp;
   int socket_fd;
+  uint32_t max_processes;
   // Written by the child when a step before its exec fails.
   const char* failed_step = nullptr;
   int error = 0;
@@ -61,6 +63,12 @@ int start_child(void* arg) {
   // at the exec; the bounding set only while the child still may drop it.
   for (int cap = 0; prctl(PR_CAPBSET_READ, cap, 0, 0, 0) >= 0; ++cap)
     prctl(PR_CAPBSET_DROP, cap, 0, 0, 0);
+  // Soft and hard: nothing in the namespace may raise it again (that takes
+  // CAP_SYS_RESOURCE in kad's namespace).
+  if (c->max_processes > 0) {
+    const rlimit processes{c->max_processes, c->max_processes};
+    if (setrlimit(RLIMIT_NPROC, &processes) != 0) fail("setrlimit of its processes");
+  }
   sigset_t none;
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail("sigprocmask");
@@ -72,7 +80,8 @@ int start_child(void* arg) {
 }  // namespace
 
 absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv[],
-                                              char* const envp[], int socket_fd) {
+                                              char* const envp[], int socket_fd,
+                                              uint32_t max_processes) {
   constexpr size_t kStackBytes = 256 * 1024;
   void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -80,7 +89,7 @@ absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv
     return absl::UnavailableError(
         absl::StrFormat("cannot map a stack to start a worker: %s", std::strerror(errno)));
   }
-  ChildStart child{path, argv, envp, socket_fd};
+  ChildStart child{path, argv, envp, socket_fd, max_processes};
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &before);

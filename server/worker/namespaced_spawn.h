@@ -14,6 +14,8 @@
 
 #include <sys/types.h>
 
+#include <cstdint>
+
 #include "absl/status/statusor.h"
 
 namespace kad::server::worker {
@@ -21,10 +23,17 @@ namespace kad::server::worker {
 // Starts `path` with `argv` and `envp` in new user and PID namespaces, with
 // `socket_fd` as its fd 3, in a process group of its own, with no signal
 // blocked, and with an empty capability bounding set. Its pid as kad sees it.
+// `max_processes` (0: none) bounds the processes and threads that may run
+// in its user namespace at once, itself included (RLIMIT_NPROC, which
+// Linux counts per user namespace since 5.14, so a worker's count is its
+// own and not kad's user's): a fork or thread bomb fails with EAGAIN there.
+// Linux holds no process of root's to it: under a kad that runs as root,
+// workers have no such bound (WorkerProcess reports the wall missing).
 // UNAVAILABLE where this kernel or kad's own confinement allows no new
 // namespaces (a container's seccomp profile, user.max_user_namespaces=0):
 // the caller then starts the worker in kad's namespaces.
 absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv[],
-                                              char* const envp[], int socket_fd);
+                                              char* const envp[], int socket_fd,
+                                              uint32_t max_processes = 0);
 
 }  // namespace kad::server::worker

@@ -4,6 +4,7 @@
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -190,7 +191,8 @@ std::string describe_walls(uint32_t walls, int landlock_abi) {
                               {kWallSignalsAndAbstractSockets, "signals and abstract sockets"},
                               {kWallNoCapabilities, "capabilities"},
                               {kWallSeccomp, "system calls"},
-                              {kWallOwnProcesses, "own PID namespace"}};
+                              {kWallOwnProcesses, "own PID namespace"},
+                              {kWallProcessLimit, "process limit"}};
   constexpr uint32_t kLandlockWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets;
   std::vector<std::string> held, missing;
   for (const Named& n : kNames) ((walls & n.bit) != 0 ? held : missing).push_back(n.name);
@@ -257,7 +259,14 @@ absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox) {
   out.walls |= kWallSeccomp;
   // PID 1 is the first process of a PID namespace: kad started it in one of
   // its own (kad itself may be PID 1 of a container, but never a worker).
-  if (getpid() == 1) out.walls |= kWallOwnProcesses;
+  if (getpid() == 1) {
+    out.walls |= kWallOwnProcesses;
+    // Its user namespace came with the PID namespace: the limit counts the
+    // processes of this worker alone.
+    rlimit processes{};
+    if (getrlimit(RLIMIT_NPROC, &processes) == 0 && processes.rlim_max != RLIM_INFINITY)
+      out.walls |= kWallProcessLimit;
+  }
   return out;
 }
 

@@ -45,12 +45,18 @@ enum WallBits : uint32_t {
   // PID 1 of a PID namespace of its own (namespaced_spawn.h): no process
   // outside it to see or signal.
   kWallOwnProcesses = 1u << 5,
+  // A bound on the processes and threads in its namespace (RLIMIT_NPROC,
+  // --worker-max-processes): a fork bomb fails there. kad clears it where
+  // it runs as root, whose processes Linux holds to no such bound.
+  kWallProcessLimit = 1u << 6,
 };
 inline constexpr uint32_t kAllWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets |
-                                      kWallNoCapabilities | kWallSeccomp | kWallOwnProcesses;
+                                      kWallNoCapabilities | kWallSeccomp | kWallOwnProcesses |
+                                      kWallProcessLimit;
 
 // "files, TCP, signals and abstract sockets, capabilities, system calls, own
-// PID namespace" and, for what is missing, "not: TCP (Landlock ABI 3)".
+// PID namespace, process limit" and, for what is missing, "not: TCP
+// (Landlock ABI 3)".
 std::string describe_walls(uint32_t walls, int landlock_abi);
 
 // The folders and files a worker of this process may read and write:

@@ -22,6 +22,9 @@ namespace kad::server::worker {
 struct WorkerCommand {
   std::string executable;
   std::vector<std::string> args;
+  // Processes and threads a worker may run at once (--worker-max-processes;
+  // 0: no bound). Held where a worker has namespaces of its own.
+  uint32_t max_processes = 0;
 };
 
 class WorkerProcess {

@@ -290,6 +290,18 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
     EXPECT_EQ(wrong.code, 2) << value;
     EXPECT_THAT(wrong.output, HasSubstr("max_sessions must be a whole number, 0 or more")) << value;
   }
+  for (const char* value : {"-1", "\"many\""}) {
+    std::ofstream(dir + "/kad.toml") << "worker_max_processes = " << value << "\n";
+    ProcessRun wrong = run(kad + " --check-config");
+    EXPECT_EQ(wrong.code, 2) << value;
+    EXPECT_THAT(wrong.output, HasSubstr("worker_max_processes must be a whole number, 0 or more"))
+        << value;
+  }
+  std::ofstream(dir + "/kad.toml") << "worker_max_processes = 2000000\n";
+  ProcessRun too_many = run(kad + " --check-config");
+  EXPECT_EQ(too_many.code, 2);
+  EXPECT_THAT(too_many.output,
+              HasSubstr("worker_max_processes is 2000000, more than the maximum of 1048576"));
   std::ofstream(dir + "/kad.toml") << "submit_streams = \"reactor\"\n";
   ProcessRun unknown_mode = run(kad + " --check-config");
   EXPECT_EQ(unknown_mode.code, 2);

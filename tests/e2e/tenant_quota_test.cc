@@ -457,23 +457,6 @@ int nice_of_threads(pid_t pid) {
   return nice;
 }
 
-// The processes whose parent is `parent`: kad's workers.
-std::vector<pid_t> children_of(pid_t parent) {
-  std::vector<pid_t> out;
-  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
-    const std::string name = e.path().filename().string();
-    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
-    const std::string stat = testing::read_proc_file(e.path() / "stat");
-    if (stat.empty()) continue;  // the process ended
-    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
-    std::string state;
-    pid_t ppid = 0;
-    fields >> state >> ppid;
-    if (ppid == parent) out.push_back(std::stoi(name));
-  }
-  return out;
-}
-
 // DESIGN §8, a tenant's share of a CPU device: its kernels run in workers
 // at a niceness from its priority (classes ten steps apart) and weight
 // (three steps per halving within a class), which kactl status shows.
@@ -516,7 +499,7 @@ TEST(TenantCpuShare, ATenantsWorkersRunAtTheNicenessOfItsPriorityAndWeight) {
   ASSERT_TRUE((*q)->launch(*k, client::Dims{16}, nullptr, args).ok());
   ASSERT_TRUE((*q)->wait().ok());
   std::vector<int> workers;
-  for (pid_t child : children_of((*d)->pid())) workers.push_back(nice_of_threads(child));
+  for (pid_t child : testing::children_of((*d)->pid())) workers.push_back(nice_of_threads(child));
   EXPECT_THAT(workers, ::testing::Contains(16)) << "no worker of kad runs at niceness 16";
   // The observer's own session (default, on the UNIX socket) launched nothing: no worker at 10.
   EXPECT_THAT(workers, ::testing::Not(::testing::Contains(10)));
@@ -529,7 +512,7 @@ TEST(TenantCpuShare, ATenantsWorkersRunAtTheNicenessOfItsPriorityAndWeight) {
   }
   const std::string group = absl::StrCat("/kad-", (*d)->pid(), "/batch");
   std::string found;
-  for (pid_t child : children_of((*d)->pid())) {
+  for (pid_t child : testing::children_of((*d)->pid())) {
     std::ifstream in(absl::StrCat("/proc/", child, "/cgroup"));
     std::string line;
     while (std::getline(in, line))
@@ -593,7 +576,7 @@ TEST(TenantCpuShare, SparesWaitInTheDefaultTenantsGroupAndATakenOneJoinsItsTenan
   // The spare, before any session: in the default tenant's group.
   auto in_group = [&](const std::string& tenant) {
     std::vector<pid_t> out;
-    for (pid_t child : children_of((*d)->pid()))
+    for (pid_t child : testing::children_of((*d)->pid()))
       if (absl::EndsWith(cpu_group_of(child), groups + tenant)) out.push_back(child);
     return out;
   };
@@ -645,7 +628,7 @@ TEST(TenantCpuShare, KadsGroupWeighsAsManyProcessesAsItHoldsWorkers) {
   };
   auto workers_in_groups = [&] {
     size_t n = 0;
-    for (pid_t child : children_of((*d)->pid()))
+    for (pid_t child : testing::children_of((*d)->pid()))
       if (absl::StrContains(cpu_group_of(child), groups + "/")) ++n;
     return n;
   };

@@ -8,12 +8,16 @@
 // kad's counters go back to where they were.
 #include <signal.h>
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
+#include "tests/support/worker_process.h"
 
 namespace kad {
 namespace {
@@ -236,6 +240,55 @@ TEST_F(WorkerIsolation, AKernelCannotReadAnotherSessionsBufferByItsAddress) {
   int64_t kept = 0;
   ASSERT_TRUE((*qa)->read(*secret, 0, std::as_writable_bytes(std::span(&kept, 1))).ok());
   EXPECT_EQ(kept, kSecret);
+}
+
+// A worker's threads and processes are bounded (--worker-max-processes),
+// so that a kernel that takes its worker over cannot fork-bomb the machine
+// (the bound itself: NamespacedSpawn.AWorkersProcessLimitStopsAForkBomb...).
+// Linux holds root to no such bound: a kad running as root says so in its
+// log and in the walls it reports, rather than claim a wall it lacks.
+TEST(WorkerProcessLimit, KadStartsItsWorkersWithTheLimitItWasGivenAndSaysWhenItCannotHold) {
+  auto d = testing::Daemon::start({"--worker-max-processes", "48", "--worker-spares", "1"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  pid_t spare = 0;
+  std::string nspid;
+  for (int i = 0; i < 1000 && spare == 0; ++i) {
+    for (pid_t child : testing::children_of((*d)->pid())) {
+      const std::string status = testing::read_proc_file(absl::StrCat("/proc/", child, "/status"));
+      const size_t at = status.find("NSpid:");
+      if (at == std::string::npos) continue;
+      spare = child;
+      nspid = status.substr(at, status.find('\n', at) - at);
+    }
+    if (spare == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  ASSERT_NE(spare, 0) << "kad started no spare worker: " << (*d)->log();
+  // Two pids (kad's view and its own): a worker in its own namespaces,
+  // where the limit counts its own processes alone.
+  const bool namespaced = std::count(nspid.begin(), nspid.end(), '\t') == 2;
+  const std::string limits = testing::read_proc_file(absl::StrCat("/proc/", spare, "/limits"));
+  if (namespaced) {
+    EXPECT_THAT(limits, ::testing::ContainsRegex("Max processes +48 +48 ")) << limits;
+  }
+
+  auto c = Client::connect((*d)->unix_uri(), "walls");
+  ASSERT_TRUE(c.ok()) << c.status();
+  absl::StatusOr<client::ServiceStatus> status = (*c)->status();
+  for (int i = 0; i < 500 && status.ok() && status->workers_walls.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    status = (*c)->status();
+  }
+  ASSERT_TRUE(status.ok()) << status.status();
+  const bool held = namespaced && getuid() != 0;
+  const std::string walls = status->workers_walls;
+  const size_t missing = walls.find("not:");
+  EXPECT_EQ(walls.find("process limit") != std::string::npos &&
+                (missing == std::string::npos || walls.find("process limit") < missing),
+            held)
+      << walls;
+  EXPECT_EQ(absl::StrContains((*d)->log(), "kad runs as root: Linux holds no process of root's"),
+            getuid() == 0)
+      << (*d)->log();
 }
 
 }  // namespace

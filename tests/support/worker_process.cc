@@ -4,6 +4,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <filesystem>
+#include <sstream>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -37,6 +39,23 @@ std::string worker_dir_of(pid_t pid) {
     if (absl::ConsumePrefix(&arg, "--worker-dir=")) return std::string(arg);
   }
   return {};
+}
+
+std::vector<pid_t> children_of(pid_t parent) {
+  std::vector<pid_t> out;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    const std::string stat = read_proc_file(e.path() / "stat");
+    if (stat.empty()) continue;  // the process ended
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string state;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    if (ppid == parent) out.push_back(std::stoi(name));
+  }
+  return out;
 }
 
 }  // namespace kad::testing

@@ -4,6 +4,7 @@
 #include <sys/types.h>
 
 #include <string>
+#include <vector>
 
 namespace kad::testing {
 
@@ -13,5 +14,8 @@ std::string worker_dir_of(pid_t pid);
 // The whole of a /proc file, "" if it cannot be read: a process that ends
 // meanwhile makes the read fail (ESRCH), which a stream iterator throws.
 std::string read_proc_file(const std::string& path);
+
+// The processes whose parent is `parent`: a kad's workers.
+std::vector<pid_t> children_of(pid_t parent);
 
 }  // namespace kad::testing
