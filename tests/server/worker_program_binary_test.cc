@@ -147,22 +147,30 @@ TEST(WorkerProgramBinaries, ASpareLoadsTheRecentKernelsAheadAndServesTheSessionT
   KernelCache cache;
   IsolatedDevice first(testing::pocl_device(), pool);
   launch_and_check(first, *kernel, cache, salt);
-  ASSERT_EQ(pool.stats().binary_loads, 1u);
+  // The first session's worker loaded the program binary (and the spare
+  // started when it took one may have loaded it too by now).
+  ASSERT_GE(pool.stats().binary_loads, 1u);
   // The spare started before that launch knows nothing of its kernel: taken
   // away, the one started after it loads the kernel the first session ran.
+  // (Which of the two is ready now is a race: take whichever it is.)
   absl::StatusOr<std::unique_ptr<server::worker::WorkerProcess>> stale =
       pool.take(testing::pocl_device().info().id);
   ASSERT_TRUE(stale.ok()) << stale.status();
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
-  while ((pool.stats().ready == 0 || pool.stats().binary_loads < 2) && absl::Now() < give_up)
+  while (pool.stats().ready_preloaded == 0 && absl::Now() < give_up)
     absl::SleepFor(absl::Milliseconds(20));
   ASSERT_EQ(pool.stats().ready, 1u);
-  ASSERT_EQ(pool.stats().binary_loads, 2u) << "the spare did not load the recent kernel";
+  ASSERT_EQ(pool.stats().ready_preloaded, 1u) << "the spare did not load the recent kernel";
 
+  const uint64_t loads = pool.stats().binary_loads;
   IsolatedDevice second(testing::pocl_device(), pool);
   launch_and_check(second, *kernel, cache, salt);
   launch_and_check(second, *kernel, cache, salt);
-  EXPECT_EQ(pool.stats().binary_loads, 2u) << "the session's worker loaded the kernel again";
+  // One load more: the spare started when `second` took the preloaded one
+  // loads the kernel too; the session's worker had it already.
+  while (pool.stats().ready_preloaded == 0 && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(pool.stats().binary_loads, loads + 1) << "the session's worker loaded the kernel again";
   EXPECT_EQ(pool.stats().crashed + pool.stats().timed_out, 0u);
 }
 
