@@ -79,6 +79,10 @@ class CompiledKernel {
   // can see when it compiled). The cache keeps them per module and entry, so
   // that GetKernel can check another signature before any launch.
   virtual const std::vector<KernelParameter>* parameters() const { return nullptr; }
+  // Bytes of the daemon's own memory it holds, such as a program binary kept
+  // to load into workers (0 where the driver holds what it needs): what the
+  // KernelCache counts against its byte bound. Fixed once compiled.
+  virtual uint64_t host_bytes() const { return 0; }
 
   // When a launch last used it, by the KernelCache's clock: what the cache's
   // least-recently-used eviction reads. Relaxed: an order of uses, no fence.

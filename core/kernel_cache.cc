@@ -62,7 +62,7 @@ absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::get_or_compile(
     // entry is not the one to drop, and its tick is no hit.
     (*result)->touch(clock_.fetch_add(1, std::memory_order_relaxed) + 1);
     ++compile_ticks_;
-    entries_.emplace(canonical, *result);
+    if (entries_.emplace(canonical, *result).second) bytes_ += (*result)->host_bytes();
     evict();
   } else {
     ++failures_;
@@ -97,11 +97,12 @@ absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::lookup(const std::s
 
 void KernelCache::evict() {
   // A scan per compile past the bound: compiles are rare and slow next to it.
-  while (entries_.size() > max_entries_) {
+  while (entries_.size() > max_entries_ || (entries_.size() > 1 && bytes_ > max_bytes_)) {
     auto oldest = entries_.begin();
     for (auto it = entries_.begin(); it != entries_.end(); ++it) {
       if (it->second->last_used() < oldest->second->last_used()) oldest = it;
     }
+    bytes_ -= oldest->second->host_bytes();
     entries_.erase(oldest);
     ++evictions_;
   }
@@ -129,6 +130,8 @@ KernelCache::Stats KernelCache::stats() const {
   Stats s;
   s.entries = entries_.size();
   s.max_entries = max_entries_;
+  s.bytes = bytes_;
+  s.max_bytes = max_bytes_;
   s.evictions = evictions_;
   s.compilations = compilations_;
   s.failures = failures_;

@@ -2,15 +2,17 @@
 // canonical SpecializationKey: a launch that differs only in dynamic sizes or
 // a tuned workgroup size maps to the same entry and never recompiles.
 //
-// Bounded (DESIGN §8): past `max_entries` it drops the entry least recently
-// used by a launch. Entries are shared: a Kernel that holds one keeps it
-// alive (its launches go on), and a session that asks for a dropped key
-// compiles it again.
+// Bounded (DESIGN §8): past `max_entries`, or past `max_bytes` of the
+// entries' host_bytes() (program binaries a client can make tens of MiB
+// each), it drops the entries least recently used by a launch. Entries are
+// shared: a Kernel that holds one keeps it alive (its launches go on), and
+// a session that asks for a dropped key compiles it again.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
 #include <deque>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -33,6 +35,8 @@ class KernelCache {
   struct Stats {
     uint64_t entries = 0;
     uint64_t max_entries = 0;
+    uint64_t bytes = 0;  // the entries' host_bytes()
+    uint64_t max_bytes = 0;
     uint64_t evictions = 0;            // entries dropped, least recently used first
     uint64_t hits = 0;                 // launches served by an entry
     uint64_t compilations = 0;         // successful compiles
@@ -46,8 +50,9 @@ class KernelCache {
   static constexpr size_t kMaxRememberedFailures = 4096;
 
   static constexpr size_t kDefaultMaxEntries = 4096;
-  explicit KernelCache(size_t max_entries = kDefaultMaxEntries)
-      : max_entries_(max_entries == 0 ? 1 : max_entries) {}
+  explicit KernelCache(size_t max_entries = kDefaultMaxEntries,
+                       uint64_t max_bytes = std::numeric_limits<uint64_t>::max())
+      : max_entries_(max_entries == 0 ? 1 : max_entries), max_bytes_(max_bytes) {}
 
   using CompileFn = absl::FunctionRef<absl::StatusOr<std::unique_ptr<CompiledKernel>>()>;
 
@@ -87,7 +92,9 @@ class KernelCache {
   // The compiled entry, a remembered failure, or null (unknown or in flight).
   absl::StatusOr<std::shared_ptr<CompiledKernel>> lookup(const std::string& canonical)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // Drops least recently used entries until at most `max_entries_` remain.
+  // Drops least recently used entries until at most `max_entries_` remain
+  // holding at most `max_bytes_`; the newest entry stays, however large
+  // (its compile's caller holds it anyway).
   void evict() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void remember_failure(std::string canonical, const absl::Status& status)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -95,6 +102,8 @@ class KernelCache {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::shared_ptr<InFlight>> in_flight_ ABSL_GUARDED_BY(mu_);
   const size_t max_entries_;
+  const uint64_t max_bytes_;
+  uint64_t bytes_ ABSL_GUARDED_BY(mu_) = 0;
   absl::flat_hash_map<std::string, std::shared_ptr<CompiledKernel>> entries_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, absl::Status> failed_ ABSL_GUARDED_BY(mu_);
   std::deque<std::string> failed_order_ ABSL_GUARDED_BY(mu_);  // oldest first

@@ -39,6 +39,12 @@ uint64_t half_of_physical_memory() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
 }
 
+// --max-host-memory, or half of the machine's memory.
+uint64_t host_memory_guard(const EngineLimits& limits) {
+  return limits.max_host_memory_bytes != 0 ? limits.max_host_memory_bytes
+                                           : half_of_physical_memory();
+}
+
 std::vector<std::string> device_ids(const DeviceRegistry& registry) {
   std::vector<std::string> ids;
   for (const auto& d : registry.devices) ids.push_back(d->info().id);
@@ -79,14 +85,14 @@ HostMemory::~HostMemory() {
 Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptions workers)
     : registry_(std::move(registry)),
       limits_(limits),
-      cache_(limits_.max_compiled_kernels),
+      // Compiled kernels that no session holds keep at most half of the
+      // guard: what a departed client compiled never starves those who stay.
+      cache_(limits_.max_compiled_kernels, host_memory_guard(limits_) / 2),
       tenants_(limits_.tenants, device_ids(registry_)),
-      host_memory_(std::make_shared<Budget>(
-          "kad",
-          "bytes of its own host memory (module copies, shared buffers, channel and queue rings)",
-          "--max-host-memory",
-          limits_.max_host_memory_bytes != 0 ? limits_.max_host_memory_bytes
-                                             : half_of_physical_memory())) {
+      host_memory_(std::make_shared<Budget>("kad",
+                                            "bytes of its own host memory (module copies, shared "
+                                            "buffers, channel and queue rings, program binaries)",
+                                            "--max-host-memory", host_memory_guard(limits_))) {
   for (size_t i = 0; i < registry_.devices.size(); ++i)
     device_launches_.push_back(std::make_unique<std::atomic<uint64_t>>(0));
   if (!workers.command.executable.empty()) {
@@ -113,6 +119,12 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
         }
       };
     }
+    workers.charge_host_memory =
+        [guard = host_memory_](uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
+      absl::StatusOr<Charge> charge = Charge::take(guard, bytes);
+      if (!charge.ok()) return charge.status();
+      return std::make_shared<Charge>(*std::move(charge));
+    };
     workers_ = std::make_unique<worker::WorkerPool>(std::move(workers));
     for (const auto& d : registry_.devices) {
       if (isolated(*d)) workers_->keep_ready(d->info().id);

@@ -41,7 +41,8 @@ struct EngineLimits {
   // device memory, closes the session or drains (--drain-timeout).
   absl::Duration finish_timeout = absl::Seconds(30);
   // The daemon's own host memory that clients' requests make it hold
-  // (module copies, zero-copy buffers' memory, shared-memory channels),
+  // (module copies, zero-copy buffers' memory, shared-memory channels,
+  // program binaries kept for workers; the kernel cache keeps half of it),
   // whoever asks: one guard for all (--max-host-memory). 0: half of the
   // machine's memory.
   uint64_t max_host_memory_bytes = 0;

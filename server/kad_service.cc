@@ -195,6 +195,8 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
   r->set_cache_remembered_failures(c.cache.remembered_failures);
   r->set_cache_evictions(c.cache.evictions);
   r->set_cache_max_entries(c.cache.max_entries);
+  r->set_cache_bytes(c.cache.bytes);
+  r->set_cache_max_bytes(c.cache.max_bytes);
   r->set_launches(c.launches);
   r->set_queue_depth(c.queue_depth);
   r->set_draining(c.draining);

@@ -74,6 +74,10 @@ std::string prometheus_text(const EngineCounters& c, const RequestCounters& requ
 
   gauge("kad_cache_entries", "Compiled kernels in the cache.", c.cache.entries);
   gauge("kad_cache_max_entries", "--max-compiled-kernels.", c.cache.max_entries);
+  gauge("kad_cache_bytes", "Bytes of kad's memory the cache's entries hold (program binaries).",
+        c.cache.bytes);
+  gauge("kad_cache_max_bytes", "The cache's bound on those bytes: half of --max-host-memory.",
+        c.cache.max_bytes);
   counter("kad_cache_hits_total", "Launches served by a compiled kernel in the cache.",
           c.cache.hits);
   counter("kad_cache_misses_total", "Compiles the cache ran (each a miss), failed ones included.",

@@ -111,6 +111,7 @@ int cmd_status(kad::Client& client, bool json) {
                  R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
                  R"("cache_failures":%d,"cache_remembered_failures":%d,)"
                  R"("cache_evictions":%d,"cache_max_entries":%d,)"
+                 R"("cache_bytes":%d,"cache_max_bytes":%d,)"
                  R"("launches":%d,"queue_depth":%d,"draining":%s,)"
                  R"("workers_running":%d,"workers_started":%d,"workers_crashed":%d,)"
                  R"("workers_timed_out":%d,"workers_walls":"%s","host_memory_bytes":%d,)"
@@ -119,10 +120,11 @@ int cmd_status(kad::Client& client, bool json) {
                  s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
                  s->cache_entries, s->cache_hits, s->cache_compilations, s->cache_failures,
                  s->cache_remembered_failures, s->cache_evictions, s->cache_max_entries,
-                 s->launches, s->queue_depth, s->draining ? "true" : "false", s->workers_running,
-                 s->workers_started, s->workers_crashed, s->workers_timed_out,
-                 json_escape(s->workers_walls), s->host_memory_bytes, s->host_memory_limit,
-                 absl::StrJoin(devices, ","), absl::StrJoin(tenants, ","));
+                 s->cache_bytes, s->cache_max_bytes, s->launches, s->queue_depth,
+                 s->draining ? "true" : "false", s->workers_running, s->workers_started,
+                 s->workers_crashed, s->workers_timed_out, json_escape(s->workers_walls),
+                 s->host_memory_bytes, s->host_memory_limit, absl::StrJoin(devices, ","),
+                 absl::StrJoin(tenants, ","));
     return 0;
   }
   absl::PrintF("sessions   %llu open (this one included), %llu opened in all\n",
@@ -133,10 +135,13 @@ int cmd_status(kad::Client& client, bool json) {
       static_cast<unsigned long long>(s->buffers), static_cast<unsigned long long>(s->modules),
       static_cast<unsigned long long>(s->kernels), static_cast<unsigned long long>(s->queues));
   absl::PrintF(
-      "cache      %llu entries of at most %llu (%llu dropped, least recently used first), %llu "
-      "hits, %llu compilations, %llu failed (%llu launches refused from memory)\n",
+      "cache      %llu entries of at most %llu, %llu of at most %llu bytes (%llu dropped, least "
+      "recently used first), %llu hits, %llu compilations, %llu failed (%llu launches refused "
+      "from memory)\n",
       static_cast<unsigned long long>(s->cache_entries),
       static_cast<unsigned long long>(s->cache_max_entries),
+      static_cast<unsigned long long>(s->cache_bytes),
+      static_cast<unsigned long long>(s->cache_max_bytes),
       static_cast<unsigned long long>(s->cache_evictions),
       static_cast<unsigned long long>(s->cache_hits),
       static_cast<unsigned long long>(s->cache_compilations),

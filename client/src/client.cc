@@ -443,6 +443,8 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.cache_remembered_failures = r.cache_remembered_failures();
   out.cache_evictions = r.cache_evictions();
   out.cache_max_entries = r.cache_max_entries();
+  out.cache_bytes = r.cache_bytes();
+  out.cache_max_bytes = r.cache_max_bytes();
   out.launches = r.launches();
   out.queue_depth = r.queue_depth();
   out.draining = r.draining();

@@ -576,9 +576,32 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   if (!compiled.ok()) return compiled.status();
   // Every worker loads the kernel from its program binary (or, on a device
   // that keeps none, compiles it from the request).
-  if (!built->program_binary().empty()) message.set_program_binary(built->program_binary());
+  if (!built->program_binary().empty())
+    message.set_program_binary(std::move(*built->mutable_program_binary()));
+  auto serialized = std::make_unique<std::string>(message.SerializeAsString());
+  message.Clear();
+  // A client can make a program binary of tens of MiB in a fraction of a
+  // second (a large constant array): kad keeps it only within its guard.
+  std::shared_ptr<void> charge;
+  if (pool_.options().charge_host_memory) {
+    absl::StatusOr<std::shared_ptr<void>> taken =
+        pool_.options().charge_host_memory(serialized->size());
+    if (!taken.ok()) {
+      return absl::ResourceExhaustedError(absl::StrFormat(
+          "kernel `%s` on %s: kad cannot keep its program binary (%d bytes) to load into "
+          "workers: %s",
+          request.signature.entry, info().id, serialized->size(), taken.status().message()));
+    }
+    charge = *std::move(taken);
+  }
   const uint64_t id = next_kernel_id.fetch_add(1);
-  auto shared = std::make_shared<const std::string>(message.SerializeAsString());
+  // The charge goes with the bytes, not with the control block, which the
+  // pool's weak references to recent kernels keep alive.
+  std::shared_ptr<const std::string> shared(
+      serialized.release(), [charge = std::move(charge)](const std::string* s) mutable {
+        delete s;
+        charge.reset();
+      });
   pool_.remember(info().id, owner_, id, shared);
   return std::make_unique<WorkerKernel>(id, request.signature.entry, compiled->limits,
                                         std::move(compiled->parameters),

@@ -61,6 +61,7 @@ class WorkerKernel final : public CompiledKernel {
   const std::vector<KernelParameter>* parameters() const override {
     return parameters_ ? &*parameters_ : nullptr;
   }
+  uint64_t host_bytes() const override { return request_->size(); }
   uint64_t id() const { return id_; }
   const std::string& entry() const { return entry_; }
   const std::shared_ptr<const std::string>& request() const { return request_; }
@@ -71,7 +72,9 @@ class WorkerKernel final : public CompiledKernel {
   KernelLimits limits_;
   std::optional<std::vector<KernelParameter>> parameters_;
   uint64_t compute_units_;
-  std::shared_ptr<const std::string> request_;  // a serialized worker.v1.Compile
+  // A serialized worker.v1.Compile, charged to kad's host-memory guard
+  // for as long as anyone (this kernel, the pool's recent kernels) holds it.
+  std::shared_ptr<const std::string> request_;
 };
 
 // A session's share of the CPU, as its tenant's: the tenant's CPU group

@@ -91,12 +91,13 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerPool::start_compile_worker(
 }
 
 void WorkerPool::remember(const std::string& device_id, const std::string& owner,
-                          uint64_t kernel_id, std::shared_ptr<const std::string> request) {
+                          uint64_t kernel_id, const std::shared_ptr<const std::string>& request) {
   absl::MutexLock lock(&mu_);
   std::vector<RecentKernel>& recent = recent_[device_id];
-  std::erase_if(recent,
-                [&](const RecentKernel& k) { return k.id == kernel_id && k.owner == owner; });
-  recent.insert(recent.begin(), {kernel_id, owner, std::move(request)});
+  std::erase_if(recent, [&](const RecentKernel& k) {
+    return (k.id == kernel_id && k.owner == owner) || k.request.expired();
+  });
+  recent.insert(recent.begin(), {kernel_id, owner, request});
   if (recent.size() > kRecentKernels) recent.pop_back();
   last_owner_[device_id] = owner;
 }
@@ -116,17 +117,23 @@ bool WorkerPool::take_waits_for(const std::string& device_id) {
 
 absl::Status WorkerPool::preload(WorkerProcess& worker, const std::string& device_id) {
   // One owner's kernels only: the spare is then that owner's alone.
-  std::vector<RecentKernel> recent;
+  struct Held {
+    uint64_t id;
+    std::shared_ptr<const std::string> request;
+  };
+  std::vector<Held> recent;
   {
     absl::MutexLock lock(&mu_);
     const std::string& owner = last_owner_[device_id];
     for (const RecentKernel& k : recent_[device_id]) {
-      if (k.owner == owner) recent.push_back(k);
+      if (k.owner != owner) continue;
+      if (std::shared_ptr<const std::string> request = k.request.lock())
+        recent.push_back({k.id, std::move(request)});
     }
     worker.preloaded_for = owner;
   }
   const absl::Time budget = absl::Now() + kPreloadBudget;
-  for (const RecentKernel& k : recent) {
+  for (const Held& k : recent) {
     const IdRecord r{k.id};
     // A kernel whose load ends its worker is preloaded no more: a client's
     // kernel cannot keep every spare from starting.

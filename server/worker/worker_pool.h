@@ -45,6 +45,11 @@ struct WorkerOptions {
   // a process between groups takes about 10 ms (cgroup v1 waits for an RCU
   // grace period) that a new session's first request would otherwise wait.
   std::function<void(WorkerProcess&)> ready_spare = nullptr;
+  // Takes `bytes` of the daemon's host-memory guard for a compiled kernel's
+  // program binary, which kad keeps to load into every session's worker; the
+  // charge is held as long as the returned object lives, and an error says
+  // why not. Null: nothing is charged.
+  std::function<absl::StatusOr<std::shared_ptr<void>>(uint64_t bytes)> charge_host_memory = nullptr;
 };
 
 class WorkerPool {
@@ -79,9 +84,10 @@ class WorkerPool {
   // other's code). Spares started from now on load the device's most recent
   // kernels (8 per device) of the owner that ran one last, so that a new
   // session's first launch of it does not wait for the driver; such a spare
-  // goes to that owner's sessions only (take).
+  // goes to that owner's sessions only (take). The pool does not keep
+  // `request` alive: a kernel nobody holds any more is not preloaded.
   void remember(const std::string& device_id, const std::string& owner, uint64_t kernel_id,
-                std::shared_ptr<const std::string> request);
+                const std::shared_ptr<const std::string>& request);
 
   // Watches `device`'s launches from now until it goes: one that runs past
   // its deadline ends its worker even if nobody waits for it.
@@ -137,7 +143,10 @@ class WorkerPool {
   struct RecentKernel {
     uint64_t id;
     std::string owner;
-    std::shared_ptr<const std::string> request;
+    // Not kept alive here: a kernel that kad's cache dropped and no session
+    // holds is preloaded no more, and its program binary is freed (and its
+    // host-memory charge given back).
+    std::weak_ptr<const std::string> request;
   };
   static constexpr size_t kRecentKernels = 8;
   // The most a spare may spend loading the recent kernels, all together:

@@ -9,11 +9,16 @@ namespace kad::testing {
 
 class CompiledStandIn final : public CompiledKernel {
  public:
+  // `host_bytes`: what it holds in the daemon's memory, as a worker's
+  // kernel holds its program binary.
+  explicit CompiledStandIn(uint64_t host_bytes = 0) : host_bytes_(host_bytes) {}
   const KernelLimits& limits() const override { return limits_; }
   uint64_t launch_configuration(uint64_t, uint64_t) const override { return 1; }
+  uint64_t host_bytes() const override { return host_bytes_; }
 
  private:
   KernelLimits limits_;
+  uint64_t host_bytes_;
 };
 
 }  // namespace kad::testing

@@ -140,5 +140,38 @@ TEST(KernelCacheBound, PastItsSizeTheLeastRecentlyUsedEntryIsDropped) {
   EXPECT_EQ(cache.stats().entries, 3u);
 }
 
+// DESIGN §8: a client can make a kernel whose program binary is tens of
+// MiB (a large constant array) in a fraction of a second; the cache keeps
+// at most its byte bound of them, dropping the least recently used, and
+// always keeps the newest entry however large.
+TEST(KernelCacheBound, PastItsBytesTheLeastRecentlyUsedEntriesAreDropped) {
+  KernelCache cache(100, 100);
+  auto of = [](uint64_t bytes) {
+    return [bytes]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+      return std::make_unique<CompiledStandIn>(bytes);
+    };
+  };
+  std::shared_ptr<CompiledKernel> a = *cache.get_or_compile(key_of("a"), of(40));
+  ASSERT_TRUE(cache.get_or_compile(key_of("b"), of(40)).ok());
+  EXPECT_EQ(cache.stats().bytes, 80u);
+  cache.record_hit(*a);  // `b` is now the least recently used
+  ASSERT_TRUE(cache.get_or_compile(key_of("c"), of(30)).ok());
+  EXPECT_EQ(cache.stats().evictions, 1u);
+  EXPECT_EQ(*cache.find(key_of("b")), nullptr) << "the least recently used entry was kept";
+  EXPECT_NE(*cache.find(key_of("a")), nullptr);
+  EXPECT_EQ(cache.stats().bytes, 70u);
+  EXPECT_EQ(cache.stats().max_bytes, 100u);
+  // Larger than the bound alone: everything older goes, it stays.
+  ASSERT_TRUE(cache.get_or_compile(key_of("huge"), of(500)).ok());
+  EXPECT_EQ(cache.stats().entries, 1u);
+  EXPECT_EQ(cache.stats().bytes, 500u);
+  EXPECT_NE(*cache.find(key_of("huge")), nullptr);
+  // Entries that hold nothing in the daemon count only against max_entries.
+  ASSERT_TRUE(cache.get_or_compile(key_of("small"), of(0)).ok());
+  EXPECT_EQ(cache.stats().entries, 1u) << "the huge entry, older now, is over the bound";
+  EXPECT_EQ(cache.stats().bytes, 0u);
+  EXPECT_EQ(a.use_count(), 1) << "kept alive by its holder alone";
+}
+
 }  // namespace
 }  // namespace kad

@@ -93,10 +93,12 @@ TEST_F(Cli, KactlStatusCountsSessionsAndLaunches) {
   EXPECT_THAT(r.output, HasSubstr(R"("cache_failures":0,"cache_remembered_failures":0,)"));
   ProcessRun table = run(kactl("status"));
   EXPECT_THAT(table.output,
-              MatchesRegex(R"((.|\n)*cache      [0-9]+ entries of at most 4096 \(0 dropped, least )"
+              MatchesRegex(R"((.|\n)*cache      [0-9]+ entries of at most 4096, [0-9]+ of at )"
+                           R"(most [0-9]+ bytes \(0 dropped, least )"
                            R"(recently used first\), [0-9]+ hits, [0-9]+ compilations, 0 )"
                            R"(failed \(0 launches refused from memory\)(.|\n)*)"));
-  EXPECT_THAT(r.output, HasSubstr(R"("cache_evictions":0,"cache_max_entries":4096,)"));
+  EXPECT_THAT(r.output, MatchesRegex(R"(.*"cache_evictions":0,"cache_max_entries":4096,)"
+                                     R"("cache_bytes":[0-9]+,"cache_max_bytes":[1-9][0-9]*,.*)"));
 }
 
 TEST_F(Cli, KactlStatusShowsWhatConfinesTheWorkers) {

@@ -341,7 +341,8 @@ TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
   EXPECT_TRUE(absl::StrContains(
       more.status().message(),
       "kad is at its quota of bytes of its own host memory (module copies, shared buffers, "
-      "channel and queue rings): 2000000 in use, 6500000 more asked, limit 8000000 "
+      "channel and queue rings, program binaries): 2000000 in use, 6500000 more asked, limit "
+      "8000000 "
       "(--max-host-memory)"))
       << more.status();
 

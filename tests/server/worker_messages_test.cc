@@ -56,6 +56,23 @@ TEST(WorkerMessages, AMessageLargerThanTheSocketsBufferReachesASleepingWorkerAtO
   EXPECT_TRUE((*w)->launch_ring()->check_messages_read().ok());
 }
 
+// The pool keeps no kernel alive: one that kad's cache dropped and no
+// session holds is not preloaded (and its program binary, charged to kad's
+// host-memory guard, is freed). Were it kept, this unparsable request
+// would end the spare that loaded it.
+TEST(WorkerMessages, AKernelNobodyHoldsAnyMoreIsNotPreloaded) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 1});
+  const std::string device = testing::pocl_device().info().id;
+  pool.remember(device, "", 7, std::make_shared<const std::string>("not a compile request"));
+  pool.keep_ready(device);
+  const absl::Time give_up = absl::Now() + absl::Seconds(60);
+  while (pool.stats().ready == 0 && pool.stats().failed_starts == 0 && absl::Now() < give_up)
+    absl::SleepFor(absl::Milliseconds(20));
+  EXPECT_EQ(pool.stats().ready, 1u);
+  EXPECT_EQ(pool.stats().ready_preloaded, 0u);
+  EXPECT_EQ(pool.stats().failed_starts, 0u) << "the spare loaded a kernel nobody holds";
+}
+
 // A spare that fails while loading the device's recent kernels (here: a
 // request it cannot parse, which ends it) is stopped, never given to a
 // session: it could owe an answer that the session's first request would
@@ -64,7 +81,9 @@ TEST(WorkerMessages, AMessageLargerThanTheSocketsBufferReachesASleepingWorkerAtO
 TEST(WorkerMessages, ASpareThatFailsLoadingARecentKernelIsStoppedAndTheNextOneServes) {
   WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 1});
   const std::string device = testing::pocl_device().info().id;
-  pool.remember(device, "", 7, std::make_shared<const std::string>("not a compile request"));
+  // Held here, as a session's kernel holds its request: the pool does not.
+  const auto unparsable = std::make_shared<const std::string>("not a compile request");
+  pool.remember(device, "", 7, unparsable);
   pool.keep_ready(device);
   const absl::Time give_up = absl::Now() + absl::Seconds(60);
   while ((pool.stats().failed_starts == 0 || pool.stats().ready == 0) && absl::Now() < give_up)

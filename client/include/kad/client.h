@@ -170,6 +170,9 @@ struct ServiceStatus {
   uint64_t cache_entries = 0, cache_hits = 0, cache_compilations = 0;
   // Entries dropped, least recently used first, to stay within the bound.
   uint64_t cache_evictions = 0, cache_max_entries = 0;
+  // Bytes of kad's memory its entries hold (program binaries), and its
+  // bound on them (half of kad's --max-host-memory).
+  uint64_t cache_bytes = 0, cache_max_bytes = 0;
   // Worker processes: running now, started in all, ended by a kernel's
   // crash, stopped at a deadline (a launch's or a compile's).
   uint64_t workers_running = 0, workers_started = 0, workers_crashed = 0, workers_timed_out = 0;
