@@ -78,6 +78,9 @@ absl::StatusOr<std::unique_ptr<HostMemory>> make_host_memory(uint64_t bytes) {
 }  // namespace
 
 HostMemory::~HostMemory() {
+  // The device let go of it first (a buffer goes before its memory);
+  // however long the client keeps its mapping, the pages go now.
+  release_memfd_memory(fd, bytes);
   if (data) munmap(data, bytes);
   if (fd >= 0) close(fd);
 }

@@ -49,7 +49,14 @@ absl::StatusOr<SharedMapping> SharedMapping::map(int fd, uint64_t bytes, const c
   return SharedMapping(fd, p, bytes);
 }
 
+void release_memfd_memory(int fd, uint64_t bytes) {
+  if (fd < 0 || bytes == 0) return;
+  // Best effort: the memory is freed with the last mapping in any case.
+  (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));
+}
+
 SharedMapping::~SharedMapping() {
+  release_memfd_memory(fd_, bytes_);
   if (data_ != nullptr) munmap(data_, bytes_);
   if (fd_ >= 0) close(fd_);
 }

@@ -96,6 +96,7 @@ ShmChannel::~ShmChannel() {
     futex_wake(&header_->submit.tail);
   }
   if (thread_.joinable()) thread_.join();
+  release_memfd_memory(memfd_, kChannelBytes);  // however long the client keeps its mapping
   if (memory_) munmap(memory_, kChannelBytes);
   if (memfd_ >= 0) close(memfd_);
   if (socket_ >= 0) close(socket_);

@@ -47,7 +47,12 @@ class WorkerBuffer final : public Buffer {
         (void)device_.worker_->send(Op::kFreeBuffer, bytes_of(r));
       }
     }
-    if (owns_mapping_) munmap(data_, bytes_);
+    if (owns_mapping_) {
+      // The worker unmaps it when it reads kFreeBuffer; a worker its kernel
+      // took over might not.
+      release_memfd_memory(fd_, bytes_);
+      munmap(data_, bytes_);
+    }
     close(fd_);
   }
   uint64_t size() const override { return bytes_; }

@@ -559,6 +559,60 @@ TEST_F(ShmRobustness, AZeroCopyBuffersMemfdCannotBeResizedAndTheBufferKeepsWorki
   EXPECT_EQ(got, std::vector<int32_t>(64, 41));
 }
 
+// Memory kad lets go of is freed at once, in every mapping of it: a client
+// that keeps a freed buffer's or an ended channel's memfd mapped reads zeros
+// and holds none of it. Otherwise a client could keep, channel after
+// channel, memory the kernel charges to kad (to its cgroup) long after kad's
+// own count (--max-host-memory) and the client's quotas had given it back.
+TEST_F(ShmRobustness, MemoryKadLetsGoIsFreedWhileTheClientStillMapsIt) {
+  auto blocks = [](int fd) {
+    struct stat st {};
+    return fstat(fd, &st) == 0 ? st.st_blocks : -1;
+  };
+  auto freed_within = [&](int fd, std::chrono::seconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (blocks(fd) != 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    return blocks(fd) == 0;
+  };
+
+  constexpr int64_t kInts = 1 << 18;
+  auto b = owner_->allocate(kInts * sizeof(int32_t));
+  ASSERT_TRUE(b.ok()) << b.status();
+  Reply reply{};
+  const int memfd = map_buffer_memfd(shm_path(), owner_->session_id(), b->handle, &reply);
+  ASSERT_EQ(reply.code, 0) << std::string(reply.message, reply.message_length);
+  auto* mapped =
+      static_cast<const int32_t*>(mmap(nullptr, reply.bytes, PROT_READ, MAP_SHARED, memfd, 0));
+  ASSERT_NE(mapped, MAP_FAILED);
+  const Arg args[] = {Arg::buffer(*b), Arg::scalar<int32_t>(41)};
+  ASSERT_TRUE(queue_->launch(kernel_, client::Dims{kInts}, nullptr, args).ok());
+  ASSERT_TRUE(queue_->wait().ok());
+  EXPECT_EQ(mapped[kInts - 1], 41);
+  EXPECT_GT(blocks(memfd), 0);
+  ASSERT_TRUE(owner_->free(*b).ok());
+  EXPECT_TRUE(freed_within(memfd, std::chrono::seconds(5)))
+      << blocks(memfd) << " blocks of a freed buffer stay";
+  EXPECT_EQ(mapped[kInts - 1], 0);
+  munmap(const_cast<int32_t*>(mapped), reply.bytes);
+  close(memfd);
+
+  auto leaving = connect(daemon().unix_uri() + "?transport=grpc", "leaving");
+  auto q = leaving->create_queue();
+  ASSERT_TRUE(q.ok());
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), leaving->session_id(), (*q)->handle(), sizeof(Hello), true).code, 0);
+  SubmitRecord& ping = c.slot();
+  ping.op = static_cast<uint32_t>(Op::kPing);
+  c.publish();
+  ASSERT_TRUE(c.next());
+  EXPECT_GT(blocks(c.memfd()), 0);
+  q->reset();
+  leaving.reset();  // the channel ends with its session; its mapping stays here
+  EXPECT_TRUE(freed_within(c.memfd(), std::chrono::seconds(5)))
+      << blocks(c.memfd()) << " blocks of an ended channel stay";
+}
+
 TEST_F(ShmRobustness, AClientKilledMidLaunchIsReclaimed) {
   auto observer = connect(daemon().tcp_uri(), "observer");
   const auto before = observer->status();
