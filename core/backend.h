@@ -93,6 +93,13 @@ class CompiledKernel {
   mutable std::atomic<uint64_t> last_used_{0};
 };
 
+// Code lowered for a compile (Device::lower_ahead), under the key that
+// KernelLowering files it by in the code cache.
+struct LoweredCode {
+  std::string key;
+  std::string code;
+};
+
 // Everything a backend needs to compile one specialised kernel.
 struct CompileRequest {
   const Module& module;
@@ -209,12 +216,13 @@ class Device {
   // The part of compile() that needs no driver: lowering `request` to what
   // the driver takes, into the code cache (KernelLowering), in kad's own
   // confined tools. A daemon whose driver runs in a worker calls it before it
-  // asks the worker to compile, so that workers only read the code cache and
-  // cannot plant code in it for other sessions (DESIGN §8). Errors are the
-  // compile's own.
-  virtual absl::Status lower_ahead(const CompileRequest& request) {
+  // asks the worker to compile, and sends the worker the code it returns
+  // (what compile() would look up in the code cache, under the same keys):
+  // a worker reads no cache of kad's, which holds every tenant's code, and
+  // plants code in none (DESIGN §8). Errors are the compile's own.
+  virtual absl::StatusOr<std::vector<LoweredCode>> lower_ahead(const CompileRequest& request) {
     (void)request;
-    return absl::OkStatus();
+    return std::vector<LoweredCode>{};
   }
   // The driver's program binary of a kernel this device compiled: what
   // load_program_binary() takes in another process on the same machine, so

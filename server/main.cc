@@ -74,13 +74,16 @@ kad::DeviceRegistry start_devices(const Config& config) {
 // `kad --worker-fd 3 --worker-device ID --worker-dir DIR`: runs client
 // kernels for the daemon that started it (DESIGN §8), behind its walls from
 // before the driver starts a thread to the end.
-int serve_as_worker(const Config& config) {
+int serve_as_worker(Config config) {
   namespace worker = kad::server::worker;
   worker::harden_worker_process(config.worker_fd);
   if (!config.worker_dir.empty()) {
     setenv("TMPDIR", config.worker_dir.c_str(), 1);
     kad::keep_driver_caches_in(config.worker_dir + "/driver-cache", config.worker_specialize);
   }
+  // A code cache of its own, for the code the daemon sends with a compile
+  // (never kad's, which holds every tenant's code); none without a folder.
+  config.cache_dir = config.worker_dir.empty() ? "" : config.worker_dir + "/code-cache";
   start_lowering(config);
   absl::StatusOr<worker::Confinement> walls =
       worker::confine_worker(worker::worker_sandbox(config.worker_dir));

@@ -222,8 +222,15 @@ absl::StatusOr<std::optional<std::string>> OpenClDevice::lowered_spir(
   }
 }
 
-absl::Status OpenClDevice::lower_ahead(const CompileRequest& request) {
-  return lowered_spir(request).status();
+absl::StatusOr<std::vector<LoweredCode>> OpenClDevice::lower_ahead(const CompileRequest& request) {
+  absl::StatusOr<std::optional<std::string>> spir = lowered_spir(request);
+  if (!spir.ok()) return spir.status();
+  std::vector<LoweredCode> lowered;
+  if (*spir) {
+    lowered.push_back(
+        {KernelLowering::shared().code_key(request, CodeTarget::kSpir, ""), **std::move(spir)});
+  }
+  return lowered;
 }
 
 absl::StatusOr<std::string> OpenClDevice::program_binary(const CompiledKernel& kernel) const {

@@ -25,7 +25,7 @@ class OpenClDevice final : public Device {
   absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) override;
   absl::StatusOr<std::unique_ptr<Queue>> create_queue() override;
   absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
-  absl::Status lower_ahead(const CompileRequest& request) override;
+  absl::StatusOr<std::vector<LoweredCode>> lower_ahead(const CompileRequest& request) override;
   absl::StatusOr<std::string> program_binary(const CompiledKernel& kernel) const override;
   absl::StatusOr<std::unique_ptr<CompiledKernel>> load_program_binary(
       const CompileRequest& request, absl::string_view binary) override;

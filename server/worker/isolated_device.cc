@@ -572,8 +572,14 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   // Lowered here, by the daemon's tools, into the code cache the workers
   // may only read. No lock of the session's is held: a compile takes
   // seconds, and the session's queues go on meanwhile.
-  if (absl::Status s = shared_.lower_ahead(request); !s.ok()) return s;
+  absl::StatusOr<std::vector<LoweredCode>> lowered = shared_.lower_ahead(request);
+  if (!lowered.ok()) return lowered.status();
   wire::Compile message = to_message(request);
+  for (LoweredCode& code : *lowered) {
+    wire::LoweredCode* out = message.add_lowered();
+    out->set_key(std::move(code.key));
+    out->set_code(std::move(code.code));
+  }
   absl::StatusOr<wire::CompileReply> built =
       build(info(), pool_, request, message.SerializeAsString());
   if (!built.ok()) return built.status();
@@ -581,8 +587,10 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   if (!compiled.ok()) return compiled.status();
   // Every worker loads the kernel from its program binary (or, on a device
   // that keeps none, compiles it from the request).
-  if (!built->program_binary().empty())
+  if (!built->program_binary().empty()) {
     message.set_program_binary(std::move(*built->mutable_program_binary()));
+    message.clear_lowered();  // loaded, not compiled: not needed
+  }
   auto serialized = std::make_unique<std::string>(message.SerializeAsString());
   message.Clear();
   // A client can make a program binary of tens of MiB in a fraction of a

@@ -218,14 +218,9 @@ ToolSandbox worker_sandbox(const std::string& worker_dir) {
   KernelLowering& lowering = KernelLowering::shared();
   for (std::string& f : lowering.toolchain_files()) sandbox.readable.push_back(std::move(f));
 
-  // kad's code cache is read-only: the daemon lowers every kernel before a
-  // worker compiles it (Device::lower_ahead), so a worker finds its code
-  // there and cannot plant code for another session's kernel.
-  std::error_code ec;
-  if (lowering.cache().enabled()) {
-    fs::create_directories(lowering.cache().folder(), ec);  // a rule needs the folder
-    sandbox.readable.push_back(lowering.cache().folder());
-  }
+  // Nothing of kad's code cache, which holds every tenant's code: the daemon
+  // lowers each kernel (Device::lower_ahead) and sends the code with the
+  // compile request; the worker keeps it in a cache in its own folder.
   sandbox.writable = {"/dev/null"};
   // Its own folder holds its driver's cache too (keep_driver_caches_in):
   // no cache a worker writes is read by another.

@@ -4,9 +4,10 @@
 //
 //  - files (Landlock): read the system's libraries and the toolchain, a few
 //    entries of /proc and /sys that the driver reads, and nothing of /etc but
-//    the loader's cache and the OpenCL vendor list, and kad's code cache
-//    (which the daemon fills: Device::lower_ahead); write only the driver's
-//    cache (PoCL's kcache) and its own folder (`--worker-dir`, its $TMPDIR).
+//    the loader's cache and the OpenCL vendor list; nothing of kad's code
+//    cache, which holds every tenant's code (the daemon sends the code it
+//    lowered with each compile: Device::lower_ahead); write only its own
+//    folder (`--worker-dir`, its $TMPDIR, its driver's and code caches).
 //    No /home, no /root beyond the caches, no /run, no kad socket to create;
 //  - TCP: neither bind nor connect (Landlock ABI 4);
 //  - other processes: none to see or signal, in a PID namespace of its own
@@ -60,8 +61,7 @@ inline constexpr uint32_t kAllWalls = kWallFiles | kWallTcp | kWallSignalsAndAbs
 std::string describe_walls(uint32_t walls, int landlock_abi);
 
 // The folders and files a worker of this process may read and write:
-// `worker_dir` (its own), the kernel toolchain's files, kad's code cache
-// (read only) and the driver's (PoCL's kcache), the caches made if missing.
+// `worker_dir` (its own, its caches in it) and the kernel toolchain's files.
 ToolSandbox worker_sandbox(const std::string& worker_dir);
 
 struct Confinement {

@@ -22,6 +22,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
+#include "core/code_cache.h"
+#include "core/kernel_lowering.h"
 #include "kad/shm/v1/ring.h"
 #include "server/worker/end_frontier.h"
 #include "server/worker/launch_ring.h"
@@ -459,6 +461,11 @@ class WorkerServer {
                                 static_cast<int>(payload.size() - sizeof id))) {
       return absl::InternalError("a compile request that does not parse");
     }
+    // The code the daemon lowered, where the compile looks it up: this
+    // worker's own cache (in its folder), never kad's.
+    CodeCache& own_cache = KernelLowering::shared().cache();
+    for (const wire::LoweredCode& code : message.lowered())
+      own_cache.store(code.key(), code.code());
     absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled;
     absl::StatusOr<OwnedCompileRequest> request = from_message(message);
     uint32_t flags = 0;

@@ -6,7 +6,10 @@
 #include <memory>
 #include <string>
 
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
+#include "core/module.h"
+#include "core/specialization.h"
 #include "gtest/gtest.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_pool.h"
@@ -109,6 +112,65 @@ TEST(WorkerMessages, ASpareThatFailsLoadingARecentKernelIsStoppedAndTheNextOneSe
   std::memcpy(&status, payload.data(), sizeof status);
   EXPECT_NE(status.code, 0) << "the answer to this request, not another";
   EXPECT_EQ(pool.stats().failed_starts, 1u) << "spares kept failing on the same kernel";
+}
+
+// DESIGN §8: a worker reads no cache of kad's, where every tenant's code
+// lies; it builds the code kad lowered and sent with the compile request.
+// Shown by sending, under the request's own cache key, code that is not
+// SPIR: the compile worker builds what it was sent, and fails; sent the
+// code kad lowered, it builds the kernel.
+TEST(WorkerMessages, ACompileWorkerBuildsTheCodeKadSentWithTheRequest) {
+  WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
+  Device& pocl = testing::pocl_device();
+  const int salt = static_cast<int>((getpid() ^ time(nullptr)) & 0xffff);
+  auto module = Module::create(ModuleFormat::kOpenClC,
+                               absl::StrCat("kernel void sent(KAD_CONTEXT, global int* out) {\n"
+                                            "  if (kad_active()) out[kad_global_linear()] = ",
+                                            salt, ";\n}\n"));
+  ASSERT_TRUE(module.ok()) << module.status();
+  KernelSignature signature;
+  signature.entry = "sent";
+  signature.args = {ArgSpec::buffer()};
+  Specialization spec;
+  spec.choice.rank = 1;
+  SpecializationKey key;
+  key.module_digest = (*module)->digest();
+  key.entry = signature.entry;
+  key.device_id = pocl.info().id;
+  key.spec = spec;
+  key.toolchain_version = pocl.info().toolchain_version + " / " + pocl.info().driver_version;
+  const CompileRequest request{
+      **module, signature, spec, key, specialised_source(spec, (*module)->bytes()), ""};
+  absl::StatusOr<std::vector<LoweredCode>> lowered = pocl.lower_ahead(request);
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  ASSERT_EQ(lowered->size(), 1u) << "PoCL takes SPIR that kad lowers";
+
+  // The reply of a fresh compile worker to `request` sent with `code`.
+  auto compile_with = [&](const std::string& code) -> wire::CompileReply {
+    wire::Compile message = to_message(request);
+    wire::LoweredCode* sent = message.add_lowered();
+    sent->set_key((*lowered)[0].key);
+    sent->set_code(code);
+    const std::string bytes = message.SerializeAsString();
+    absl::StatusOr<std::unique_ptr<WorkerProcess>> w = pool.start_compile_worker(key.device_id);
+    EXPECT_TRUE(w.ok()) << w.status();
+    if (!w.ok()) return {};
+    const IdRecord id{1};
+    EXPECT_TRUE((*w)->send(Op::kCompile, bytes_of(id), std::as_bytes(std::span(bytes))).ok());
+    Header header;
+    std::span<const std::byte> payload;
+    const absl::Status got = (*w)->reader().next(
+        &header, &payload, nullptr, absl::Now() + absl::Seconds(60), kMaxCompileReplyBytes);
+    EXPECT_TRUE(got.ok()) << got;
+    wire::CompileReply reply;
+    if (got.ok()) reply.ParseFromArray(payload.data(), static_cast<int>(payload.size()));
+    return reply;
+  };
+  const wire::CompileReply garbage = compile_with("this is not SPIR");
+  EXPECT_NE(garbage.code(), 0) << "the worker built code other than what kad sent";
+  const wire::CompileReply built = compile_with((*lowered)[0].code);
+  EXPECT_EQ(built.code(), 0) << built.message();
+  EXPECT_FALSE(built.program_binary().empty());
 }
 
 }  // namespace
