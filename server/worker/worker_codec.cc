@@ -143,13 +143,20 @@ wire::CompileReply to_reply(const absl::StatusOr<std::unique_ptr<CompiledKernel>
   return reply;
 }
 
+std::string bounded_message(absl::string_view message) {
+  if (message.size() <= kMaxWorkerMessageBytes) return std::string(message);
+  return absl::StrFormat("%s... (%d bytes more)", message.substr(0, kMaxWorkerMessageBytes),
+                         message.size() - kMaxWorkerMessageBytes);
+}
+
 absl::StatusOr<CompiledKernelInfo> from_reply(const wire::CompileReply& reply) {
   if (reply.code() < 0 || reply.code() > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
     return absl::InternalError(
         absl::StrFormat("the worker answered a compile with status %d", reply.code()));
   }
   if (reply.code() != 0) {
-    return absl::Status(static_cast<absl::StatusCode>(reply.code()), reply.message());
+    return absl::Status(static_cast<absl::StatusCode>(reply.code()),
+                        bounded_message(reply.message()));
   }
   CompiledKernelInfo info;
   info.limits.max_workgroup_size = reply.max_workgroup_size();
@@ -172,6 +179,11 @@ absl::StatusOr<CompiledKernelInfo> from_reply(const wire::CompileReply& reply) {
     for (const wire::KernelParameter& p : reply.parameters()) {
       if (p.space() > static_cast<uint32_t>(KernelParameter::Space::kLocal)) {
         return absl::InternalError("the worker reported a parameter in no address space");
+      }
+      if (p.type().size() > kMaxParameterTextBytes || p.name().size() > kMaxParameterTextBytes) {
+        return absl::InternalError(
+            absl::StrFormat("the worker reported a parameter of %d bytes of type and %d of name",
+                            p.type().size(), p.name().size()));
       }
       params.push_back(
           {static_cast<KernelParameter::Space>(p.space()), p.is_const(), p.type(), p.name()});

@@ -40,4 +40,12 @@ struct CompiledKernelInfo {
 // kernel's limits and parameters, each within what a kernel can have.
 absl::StatusOr<CompiledKernelInfo> from_reply(const wire::CompileReply& reply);
 
+// A worker's words, which kad keeps (a compile's failure is remembered per
+// key) and passes on to clients: at most kMaxWorkerMessageBytes of them,
+// then how many more there were. A worker sets their length, not kad.
+inline constexpr size_t kMaxWorkerMessageBytes = 64 << 10;
+std::string bounded_message(absl::string_view message);
+// The longest type or name of a kernel parameter kad keeps from a worker.
+inline constexpr size_t kMaxParameterTextBytes = 1024;
+
 }  // namespace kad::server::worker

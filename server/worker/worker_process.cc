@@ -18,6 +18,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/worker/namespaced_spawn.h"
+#include "server/worker/worker_codec.h"
 #include "server/worker/worker_confinement.h"
 #include "spdlog/spdlog.h"
 
@@ -182,12 +183,12 @@ absl::Status WorkerProcess::read_status(absl::Time deadline, absl::Status* repor
   if (r.code < 0 || r.code > static_cast<int32_t>(absl::StatusCode::kUnauthenticated)) {
     return absl::InternalError(absl::StrFormat("the worker answered with status %d", r.code));
   }
-  *reported =
-      r.code == 0
-          ? absl::OkStatus()
-          : absl::Status(static_cast<absl::StatusCode>(r.code),
-                         absl::string_view(reinterpret_cast<const char*>(payload.data() + sizeof r),
-                                           payload.size() - sizeof r));
+  *reported = r.code == 0
+                  ? absl::OkStatus()
+                  : absl::Status(static_cast<absl::StatusCode>(r.code),
+                                 bounded_message(absl::string_view(
+                                     reinterpret_cast<const char*>(payload.data() + sizeof r),
+                                     payload.size() - sizeof r)));
   return absl::OkStatus();
 }
 

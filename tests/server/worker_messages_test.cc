@@ -114,6 +114,32 @@ TEST(WorkerMessages, ASpareThatFailsLoadingARecentKernelIsStoppedAndTheNextOneSe
   EXPECT_EQ(pool.stats().failed_starts, 1u) << "spares kept failing on the same kernel";
 }
 
+// What a worker says is a worker's to size, and a worker a kernel took
+// over may say anything: kad keeps (a failed compile is remembered per key)
+// and passes on at most 64 KiB of a message, and no parameter text longer
+// than 1 KiB.
+TEST(WorkerMessages, AWorkersLongWordsAreCutAndItsParameterTextsBounded) {
+  wire::CompileReply failed;
+  failed.set_code(static_cast<int32_t>(absl::StatusCode::kInvalidArgument));
+  failed.set_message(std::string(1 << 20, 'x'));
+  const absl::Status cut = from_reply(failed).status();
+  EXPECT_EQ(cut.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(cut.message(), absl::StrCat(std::string(kMaxWorkerMessageBytes, 'x'), "... (",
+                                        (1 << 20) - kMaxWorkerMessageBytes, " bytes more)"));
+  EXPECT_EQ(bounded_message("short"), "short");
+
+  wire::CompileReply built;
+  built.set_max_workgroup_size(256);
+  built.set_preferred_multiple(8);
+  built.set_has_parameters(true);
+  wire::KernelParameter* p = built.add_parameters();
+  p->set_type("int*");
+  p->set_name("out");
+  EXPECT_TRUE(from_reply(built).ok());
+  p->set_type(std::string(kMaxParameterTextBytes + 1, 't'));
+  EXPECT_EQ(from_reply(built).status().code(), absl::StatusCode::kInternal);
+}
+
 // DESIGN §8: a worker reads no cache of kad's, where every tenant's code
 // lies; it builds the code kad lowered and sent with the compile request.
 // Shown by sending, under the request's own cache key, code that is not
