@@ -121,6 +121,7 @@ SpecializationKey Kernel::key_for(const Device& device, const Specialization& sp
   key.device_id = info.id;
   key.spec = spec;
   key.compiler_options = signature_.build_options;
+  key.build_options = signature_.build_options;
   const std::string backend_options = device.compiler_options(signature_, spec);
   if (!backend_options.empty()) key.compiler_options += " " + backend_options;
   key.toolchain_version = info.toolchain_version + " / " + info.driver_version;

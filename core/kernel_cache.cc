@@ -10,8 +10,9 @@ bool repeats_for_the_same_key(absl::StatusCode code) {
          code == absl::StatusCode::kUnimplemented;
 }
 
-std::string parameters_key(absl::string_view module_digest, absl::string_view entry) {
-  return absl::StrCat(module_digest, "\n", entry);
+std::string parameters_key(absl::string_view module_digest, absl::string_view entry,
+                           absl::string_view build_options) {
+  return absl::StrCat(module_digest, "\n", entry, "\n", build_options);
 }
 
 }  // namespace
@@ -48,7 +49,14 @@ absl::StatusOr<std::shared_ptr<CompiledKernel>> KernelCache::get_or_compile(
     std::shared_ptr<CompiledKernel> shared = *std::move(compiled);
     if (const std::vector<KernelParameter>* params = shared->parameters()) {
       absl::MutexLock parameters_lock(&parameters_mu_);
-      parameters_.try_emplace(parameters_key(key.module_digest, key.entry), *params);
+      std::string named = parameters_key(key.module_digest, key.entry, key.build_options);
+      if (parameters_.try_emplace(named, *params).second) {
+        parameters_order_.push_back(std::move(named));
+        if (parameters_order_.size() > kMaxRememberedParameters) {
+          parameters_.erase(parameters_order_.front());
+          parameters_order_.pop_front();
+        }
+      }
     }
     result = std::move(shared);
   } else {
@@ -117,10 +125,11 @@ void KernelCache::remember_failure(std::string canonical, const absl::Status& st
   failed_order_.push_back(std::move(canonical));
 }
 
-std::optional<std::vector<KernelParameter>> KernelCache::parameters(absl::string_view module_digest,
-                                                                    absl::string_view entry) const {
+std::optional<std::vector<KernelParameter>> KernelCache::parameters(
+    absl::string_view module_digest, absl::string_view entry,
+    absl::string_view build_options) const {
   absl::MutexLock lock(&parameters_mu_);
-  auto it = parameters_.find(parameters_key(module_digest, entry));
+  auto it = parameters_.find(parameters_key(module_digest, entry, build_options));
   if (it == parameters_.end()) return std::nullopt;
   return it->second;
 }

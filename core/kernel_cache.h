@@ -75,11 +75,14 @@ class KernelCache {
     used.touch(clock_.fetch_add(1, std::memory_order_relaxed) + 1);
   }
 
-  // The parameters of entry `entry` of the module with `module_digest`, as
-  // the first compiled kernel of it that knew them reported them; none until
-  // such a kernel was compiled.
+  // The parameters of entry `entry` of the module with `module_digest`
+  // built with `build_options` (whose macros may change them), as the first
+  // compiled kernel of it that knew them reported them; none until such a
+  // kernel was compiled. The most recent kMaxRememberedParameters are kept.
   std::optional<std::vector<KernelParameter>> parameters(absl::string_view module_digest,
-                                                         absl::string_view entry) const;
+                                                         absl::string_view entry,
+                                                         absl::string_view build_options) const;
+  static constexpr size_t kMaxRememberedParameters = 16384;
 
   Stats stats() const;
 
@@ -111,6 +114,7 @@ class KernelCache {
   mutable absl::Mutex parameters_mu_;
   absl::flat_hash_map<std::string, std::vector<KernelParameter>> parameters_
       ABSL_GUARDED_BY(parameters_mu_);
+  std::deque<std::string> parameters_order_ ABSL_GUARDED_BY(parameters_mu_);  // oldest first
   uint64_t compilations_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t failures_ ABSL_GUARDED_BY(mu_) = 0;
   absl::Duration compile_time_ ABSL_GUARDED_BY(mu_);

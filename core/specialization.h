@@ -54,6 +54,9 @@ struct SpecializationKey {
   Specialization spec;
   std::string compiler_options;   // the kernel's and the backend's
   std::string toolchain_version;  // compiler and driver versions
+  // The kernel's own build options (in compiler_options too; not in
+  // canonical()): macros may change its parameters (KernelCache::parameters).
+  std::string build_options;
 
   // A stable text form, one field per line, ending with the SHA-256 of the
   // prelude (compiled into every kernel): the cache's map key, and hashed

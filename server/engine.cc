@@ -537,7 +537,7 @@ absl::StatusOr<uint64_t> Engine::get_kernel(Session& s, uint64_t module,
   // signature that does not match them is refused now, not at a launch.
   const KernelSignature& sig = (*k)->signature();
   if (std::optional<std::vector<KernelParameter>> params =
-          cache_.parameters(m->digest(), sig.entry)) {
+          cache_.parameters(m->digest(), sig.entry, sig.build_options)) {
     if (absl::Status st = check_signature(sig, *params); !st.ok()) return st;
   }
   absl::MutexLock lock(&s.mu);

@@ -111,9 +111,14 @@ absl::StatusOr<OwnedCompileRequest> from_message(const wire::Compile& m) {
     r.spec.static_blocks = *d;
   }
   r.spec.check_bounds = spec.check_bounds();
-  r.key = SpecializationKey{
-      r.module->digest(),       r.signature.entry,    m.key_signature(), m.device_id(), r.spec,
-      m.key_compiler_options(), m.toolchain_version()};
+  r.key = SpecializationKey{r.module->digest(),
+                            r.signature.entry,
+                            m.key_signature(),
+                            m.device_id(),
+                            r.spec,
+                            m.key_compiler_options(),
+                            m.toolchain_version(),
+                            r.signature.build_options};
   r.source = m.source();
   r.options = m.options();
   return r;

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "core/kernel_cache.h"
 #include "gtest/gtest.h"
@@ -138,6 +139,29 @@ TEST(KernelCacheBound, PastItsSizeTheLeastRecentlyUsedEntryIsDropped) {
   EXPECT_EQ(held.use_count(), 1) << "kept alive by its holder alone";
   EXPECT_EQ(cache.stats().compilations, 7u);
   EXPECT_EQ(cache.stats().entries, 3u);
+}
+
+// What a compile learnt of a kernel's parameters is kept per module, entry
+// and build options (macros may change them), for the most recent
+// kMaxRememberedParameters of those: a client loading module after module
+// cannot grow it without bound.
+TEST(KernelCacheBound, KnownParametersArePerBuildOptionsAndBounded) {
+  KernelCache cache(1);
+  const std::vector<KernelParameter> one{{KernelParameter::Space::kGlobal, false, "int*", "out"}};
+  auto reporting = [&]() -> absl::StatusOr<std::unique_ptr<CompiledKernel>> {
+    return std::make_unique<CompiledStandIn>(0, one);
+  };
+  SpecializationKey key = key_of("k");
+  key.build_options = "-DA";
+  ASSERT_TRUE(cache.get_or_compile(key, reporting).ok());
+  EXPECT_EQ(cache.parameters(key.module_digest, "k", "-DA"), one);
+  EXPECT_EQ(cache.parameters(key.module_digest, "k", ""), std::nullopt);
+  for (size_t i = 0; i < KernelCache::kMaxRememberedParameters; ++i) {
+    key.module_digest = absl::StrCat("module ", i);
+    ASSERT_TRUE(cache.get_or_compile(key, reporting).ok());
+  }
+  EXPECT_EQ(cache.parameters("0123", "k", "-DA"), std::nullopt) << "the oldest was kept";
+  EXPECT_EQ(cache.parameters(key.module_digest, "k", "-DA"), one);
 }
 
 // DESIGN §8: a client can make a kernel whose program binary is tens of

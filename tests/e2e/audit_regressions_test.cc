@@ -12,6 +12,7 @@
 #include <random>
 #include <sstream>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_replace.h"
 #include "core/toolchain.h"
@@ -229,6 +230,60 @@ TEST_P(AuditRegressions, ASignatureWithOtherKindsOfACompiledKernelIsRefusedAtGet
                 INVALID_ARGUMENT,
                 "kernel `mixk`: argument 1 is declared a buffer but the kernel's parameter `a` "
                 "has type `ulong`");
+}
+
+// A module's macros may change its kernels' parameters: what one session's
+// compile learnt of them with its build options says nothing of another's
+// signature with other options (a review found GetKernel refusing it).
+TEST_P(AuditRegressions, ParametersKnownForOneSetOfBuildOptionsDoNotJudgeAnother) {
+  const std::string source = absl::StrCat(
+      "kernel void scaled(KAD_CONTEXT, global int* out\n"
+      "#ifdef WITH_SCALE\n"
+      "  , int scale\n"
+      "#endif\n"
+      ") {\n"
+      "#ifndef WITH_SCALE\n"
+      "  const int scale = 1;\n"
+      "#endif\n"
+      "  if (kad_active()) out[kad_global_linear()] = 3 * scale;\n}\n// ",
+      GetParam(), "\n");
+  WireSession a(uri(), "a"), b(uri(), "b");
+  const uint64_t a_queue = queue(a), a_out = buffer(a, 64);
+  uint64_t a_kernel = 0;
+  ASSERT_TRUE(kernel(a, module(a, source), "scaled", {arg(v1::ARG_KIND_BUFFER)}, &a_kernel).ok());
+  {
+    WireSession::Stream stream(a);
+    const v1::QueueReply r = stream.send(launch(a_queue, a_kernel, {16}, {buffer_arg(a_out)}));
+    ASSERT_EQ(r.code(), 0) << r.message();
+    ASSERT_EQ(stream.send(wait(r.event())).code(), 0);
+  }
+  // Known now: one parameter, with no options. With -DWITH_SCALE, two.
+  const uint64_t b_queue = queue(b), b_out = buffer(b, 64);
+  uint64_t b_kernel = 0;
+  const grpc::Status got =
+      kernel(b, module(b, source), "scaled",
+             {arg(v1::ARG_KIND_BUFFER), arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)}, &b_kernel,
+             "-DWITH_SCALE");
+  ASSERT_TRUE(got.ok()) << got.error_message();
+  WireSession::Stream stream(b);
+  const v1::QueueReply r = stream.send(
+      launch(b_queue, b_kernel, {16}, {buffer_arg(b_out), scalar_arg(v1::SCALAR_TYPE_I32, 5)}));
+  ASSERT_EQ(r.code(), 0) << r.message();
+  ASSERT_EQ(stream.send(wait(r.event())).code(), 0);
+  v1::QueueCommand read = copy_out(b_out, 64);
+  read.set_queue(b_queue);
+  const v1::QueueReply data = stream.send(read);
+  ASSERT_EQ(data.code(), 0) << data.message();
+  std::vector<int32_t> values(16);
+  ASSERT_EQ(data.data().size(), 64u);
+  std::memcpy(values.data(), data.data().data(), 64);
+  EXPECT_EQ(values, std::vector<int32_t>(16, 15));
+  // The same options as A's are still judged by what A's compile learnt.
+  EXPECT_STATUS(
+      kernel(b, module(b, source), "scaled",
+             {arg(v1::ARG_KIND_BUFFER), arg(v1::ARG_KIND_SCALAR, v1::SCALAR_TYPE_I32)}, &b_kernel),
+      INVALID_ARGUMENT,
+      "kernel `scaled` has 1 parameters after KAD_CONTEXT, its signature declares 2");
 }
 
 TEST_P(AuditRegressions, AWrongSignatureIsRefusedAtTheFirstLaunchWhenNothingCompiledItYet) {

@@ -145,7 +145,7 @@ TEST_F(KernelCacheOnPocl, AnotherSignatureOfTheSameEntryIsCompiledAndCheckedOnIt
   EXPECT_EQ(s.remembered_failures, 2u);  // ...and was refused from memory after
   for (float v : download<float>(*x)) EXPECT_EQ(v, 1.0f);
   // The parameters the first compile saw are known for the module and entry.
-  auto params = cache().parameters(right->module().digest(), "scale");
+  auto params = cache().parameters(right->module().digest(), "scale", "");
   ASSERT_TRUE(params.has_value());
   ASSERT_EQ(params->size(), 2u);
   EXPECT_EQ((*params)[0], (KernelParameter{KernelParameter::Space::kGlobal, false, "float*", "x"}));
