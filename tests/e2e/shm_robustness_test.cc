@@ -19,11 +19,14 @@
 #include <thread>
 
 #include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
 #include "gmock/gmock.h"
 #include "kad/shm/v1/handshake.h"
 #include "kad/shm/v1/layout.h"
 #include "kad/shm/v1/ring.h"
 #include "tests/e2e/e2e.h"
+#include "tests/support/worker_process.h"
 
 namespace kad {
 namespace {
@@ -611,6 +614,44 @@ TEST_F(ShmRobustness, MemoryKadLetsGoIsFreedWhileTheClientStillMapsIt) {
   leaving.reset();  // the channel ends with its session; its mapping stays here
   EXPECT_TRUE(freed_within(c.memfd(), std::chrono::seconds(5)))
       << blocks(c.memfd()) << " blocks of an ended channel stay";
+}
+
+// CPU seconds kad's shared-memory channel threads ("kad-shm") have used.
+double channel_threads_cpu_seconds(pid_t kad) {
+  double ticks = 0;
+  std::error_code ec;
+  for (const auto& task :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", kad, "/task"), ec)) {
+    const std::string stat = testing::read_proc_file((task.path() / "stat").string());
+    const size_t open = stat.find('('), close = stat.rfind(')');
+    if (open == std::string::npos || close == std::string::npos) continue;
+    if (stat.substr(open + 1, close - open - 1) != "kad-shm") continue;
+    std::vector<std::string> fields = absl::StrSplit(stat.substr(close + 2), ' ');
+    if (fields.size() > 12) ticks += std::stod(fields[11]) + std::stod(fields[12]);  // utime, stime
+  }
+  return ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+// An idle channel's thread sleeps: it spins only while launches come, not
+// again after each of its periodic wake-ups with nothing to do (a review
+// found 256 idle channels, one tenant's default quota, costing over a core).
+TEST_F(ShmRobustness, IdleChannelsCostNoCpu) {
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::unique_ptr<client::Queue>> queues;
+  for (int c = 0; c < 2; ++c) {
+    clients.push_back(connect(daemon().unix_uri(), "idle"));
+    for (int q = 0; q < 24; ++q) {
+      auto queue = clients.back()->create_queue();
+      ASSERT_TRUE(queue.ok()) << queue.status();
+      ASSERT_TRUE((*queue)->shared_memory());
+      queues.push_back(*std::move(queue));
+    }
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // all idle now
+  const double before = channel_threads_cpu_seconds(daemon().pid());
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  const double used = channel_threads_cpu_seconds(daemon().pid()) - before;
+  EXPECT_LT(used, 0.15) << "48 idle channels used " << used << " CPU seconds in 3 s";
 }
 
 TEST_F(ShmRobustness, AClientKilledMidLaunchIsReclaimed) {
