@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -37,6 +38,18 @@ uint64_t half_of_physical_memory() {
   const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   if (pages <= 0 || page <= 0) return uint64_t{8} << 30;
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
+}
+
+// Takes `mu` if it comes free by `deadline`. A session's lock may be held
+// for as long as its worker takes to answer (a kernel's load, up to the
+// compile timeout): what reads every session (status, drain) must not
+// wait on any one of them.
+bool lock_by(absl::Mutex& mu, absl::Time deadline) ABSL_NO_THREAD_SAFETY_ANALYSIS {
+  while (!mu.TryLock()) {
+    if (absl::Now() >= deadline) return false;
+    absl::SleepFor(absl::Microseconds(200));
+  }
+  return true;
 }
 
 // --max-host-memory, or half of the machine's memory.
@@ -164,6 +177,8 @@ Device* Engine::session_device(Session& s, Device* shared) {
     own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_, std::move(share),
                                                    std::move(owner));
     workers_->watch(own);
+    absl::MutexLock lock(&s.workers_mu);
+    s.workers.push_back(own);
   }
   return own.get();
 }
@@ -234,6 +249,14 @@ void Engine::close_session(const std::string& id, CloseWait wait) {
   auto objects = std::make_shared<Objects>();
   std::vector<std::shared_ptr<SessionQueue>> queues;
   Session::Held held;  // given back as this returns
+  {
+    // Its workers first, without the session's lock, which a request may
+    // hold while it waits on one of them: that request now fails at once.
+    absl::MutexLock lock(&s->workers_mu);
+    for (const auto& w : s->workers) {
+      if (std::shared_ptr<worker::IsolatedDevice> own = w.lock()) own->stop_worker();
+    }
+  }
   {
     absl::MutexLock lock(&s->mu);
     s->closing = true;
@@ -753,8 +776,15 @@ EngineCounters Engine::counters() const {
     c.sessions = sessions_.size();
     for (const auto& [id, s] : sessions_) sessions.push_back(s);
   }
+  // A session busy past this (its lock held by a request waiting on its
+  // worker) is counted as busy, its objects not at all.
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(100);
   for (const auto& s : sessions) {
-    absl::MutexLock lock(&s->mu);
+    if (!lock_by(s->mu, deadline)) {
+      ++c.sessions_busy;
+      continue;
+    }
+    absl::Cleanup unlock = [&s]() ABSL_NO_THREAD_SAFETY_ANALYSIS { s->mu.Unlock(); };
     c.buffers += s->buffers.size();
     c.modules += s->modules.size();
     c.kernels += s->kernels.size();
@@ -784,14 +814,22 @@ bool Engine::drain(absl::Duration timeout) {
     absl::MutexLock lock(&mu_);
     for (const auto& [id, s] : sessions_) sessions.push_back(s);
   }
+  const absl::Time deadline = absl::Now() + timeout;
   std::vector<std::shared_ptr<SessionQueue>> queues;
   for (const auto& s : sessions) {
-    absl::MutexLock lock(&s->mu);
+    // A session whose lock a request holds while it waits on its worker
+    // past the deadline: its launches are not waited for (its worker goes
+    // as kad exits).
+    if (!lock_by(s->mu, deadline)) {
+      spdlog::warn("drain: {} is busy past the drain timeout; its launches are not waited for",
+                   s->log_name());
+      continue;
+    }
     for (const auto& [h, q] : s->queues) queues.push_back(q);
+    s->mu.Unlock();
   }
   // Then what closed sessions left running: the process must not wait on
   // it at exit either.
-  const absl::Time deadline = absl::Now() + timeout;
   return finisher_.finish(std::move(queues), nullptr, timeout) &&
          finisher_.wait_all(deadline - absl::Now());
 }

@@ -59,6 +59,9 @@ struct EngineLimits {
 
 struct EngineCounters {
   uint64_t sessions = 0, sessions_opened = 0;
+  // Sessions whose lock a request held past the look (waiting on its
+  // worker): their objects are not in the counts below.
+  uint64_t sessions_busy = 0;
   uint64_t buffers = 0, modules = 0, kernels = 0, queues = 0;
   uint64_t launches = 0;
   uint64_t queue_depth = 0;  // launches submitted and not yet waited for, all queues

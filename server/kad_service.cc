@@ -184,6 +184,7 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
   const EngineCounters c = engine_.counters();
   r->set_sessions(c.sessions);
   r->set_sessions_opened(c.sessions_opened);
+  r->set_sessions_busy(c.sessions_busy);
   r->set_buffers(c.buffers);
   r->set_modules(c.modules);
   r->set_kernels(c.kernels);

@@ -61,6 +61,9 @@ std::string prometheus_text(const EngineCounters& c, const RequestCounters& requ
   };
   gauge("kad_sessions", "Sessions open.", c.sessions);
   counter("kad_sessions_opened_total", "Sessions opened since kad started.", c.sessions_opened);
+  gauge("kad_sessions_busy",
+        "Sessions busy while kad counted (waiting on their workers): not in the other counts.",
+        c.sessions_busy);
   gauge("kad_tenants", "Tenants known (configured, or named by a token).", c.tenants.size());
   gauge("kad_buffers", "Buffers allocated, all sessions.", c.buffers);
   gauge("kad_modules", "Modules loaded, all sessions.", c.modules);

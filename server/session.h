@@ -137,6 +137,12 @@ class Session {
   // that it goes after them.
   absl::flat_hash_map<const Device*, std::shared_ptr<worker::IsolatedDevice>> isolated
       ABSL_GUARDED_BY(mu);
+  // The same devices, under a lock of their own: a request may hold `mu`
+  // for as long as its worker takes to answer (a kernel's load), and
+  // close_session stops the session's workers first, without `mu`, so that
+  // such a request fails at once rather than hold the close up.
+  absl::Mutex workers_mu;
+  std::vector<std::weak_ptr<worker::IsolatedDevice>> workers ABSL_GUARDED_BY(workers_mu);
   absl::flat_hash_map<uint64_t, SessionBuffer> buffers ABSL_GUARDED_BY(mu);
   absl::flat_hash_map<uint64_t, std::shared_ptr<const Module>> modules ABSL_GUARDED_BY(mu);
   // Shared: a launch compiles outside the session lock and keeps its kernel alive.

@@ -107,7 +107,8 @@ int cmd_status(kad::Client& client, bool json) {
           R"({"name":"%s","weight":%d,"priority":%d,"cpu_nice":%d,"quotas":[%s]})",
           json_escape(t.name), t.weight, t.priority, t.cpu_nice, absl::StrJoin(quotas, ",")));
     }
-    absl::PrintF(R"({"sessions":%d,"sessions_opened":%d,"buffers":%d,"modules":%d,"kernels":%d,)"
+    absl::PrintF(R"({"sessions":%d,"sessions_opened":%d,"sessions_busy":%d,)"
+                 R"("buffers":%d,"modules":%d,"kernels":%d,)"
                  R"("queues":%d,"cache_entries":%d,"cache_hits":%d,"cache_compilations":%d,)"
                  R"("cache_failures":%d,"cache_remembered_failures":%d,)"
                  R"("cache_evictions":%d,"cache_max_entries":%d,)"
@@ -117,19 +118,23 @@ int cmd_status(kad::Client& client, bool json) {
                  R"("workers_timed_out":%d,"workers_walls":"%s","host_memory_bytes":%d,)"
                  R"("host_memory_limit":%d,"devices":[%s],"tenants":[%s]})"
                  "\n",
-                 s->sessions, s->sessions_opened, s->buffers, s->modules, s->kernels, s->queues,
-                 s->cache_entries, s->cache_hits, s->cache_compilations, s->cache_failures,
-                 s->cache_remembered_failures, s->cache_evictions, s->cache_max_entries,
-                 s->cache_bytes, s->cache_max_bytes, s->launches, s->queue_depth,
-                 s->draining ? "true" : "false", s->workers_running, s->workers_started,
-                 s->workers_crashed, s->workers_timed_out, json_escape(s->workers_walls),
-                 s->host_memory_bytes, s->host_memory_limit, absl::StrJoin(devices, ","),
-                 absl::StrJoin(tenants, ","));
+                 s->sessions, s->sessions_opened, s->sessions_busy, s->buffers, s->modules,
+                 s->kernels, s->queues, s->cache_entries, s->cache_hits, s->cache_compilations,
+                 s->cache_failures, s->cache_remembered_failures, s->cache_evictions,
+                 s->cache_max_entries, s->cache_bytes, s->cache_max_bytes, s->launches,
+                 s->queue_depth, s->draining ? "true" : "false", s->workers_running,
+                 s->workers_started, s->workers_crashed, s->workers_timed_out,
+                 json_escape(s->workers_walls), s->host_memory_bytes, s->host_memory_limit,
+                 absl::StrJoin(devices, ","), absl::StrJoin(tenants, ","));
     return 0;
   }
-  absl::PrintF("sessions   %llu open (this one included), %llu opened in all\n",
+  absl::PrintF("sessions   %llu open (this one included), %llu opened in all%s\n",
                static_cast<unsigned long long>(s->sessions),
-               static_cast<unsigned long long>(s->sessions_opened));
+               static_cast<unsigned long long>(s->sessions_opened),
+               s->sessions_busy == 0
+                   ? ""
+                   : absl::StrFormat("; %llu busy waiting on their workers, not counted below",
+                                     static_cast<unsigned long long>(s->sessions_busy)));
   absl::PrintF(
       "objects    %llu buffers, %llu modules, %llu kernels, %llu queues\n",
       static_cast<unsigned long long>(s->buffers), static_cast<unsigned long long>(s->modules),

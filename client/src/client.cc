@@ -432,6 +432,7 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   client::ServiceStatus out;
   out.sessions = r.sessions();
   out.sessions_opened = r.sessions_opened();
+  out.sessions_busy = r.sessions_busy();
   out.buffers = r.buffers();
   out.modules = r.modules();
   out.kernels = r.kernels();

@@ -242,6 +242,63 @@ TEST_F(WorkerIsolation, AKernelCannotReadAnotherSessionsBufferByItsAddress) {
   EXPECT_EQ(kept, kSecret);
 }
 
+// A session whose request waits on its worker (here: a worker stopped by
+// SIGSTOP, as a taken-over one might withhold its answer to a kernel load)
+// holds its own requests up, and no one else's: GetStatus answers at once,
+// another session launches, and SIGTERM exits within --drain-timeout.
+TEST(WorkerIsolationStuck, AWorkerThatDoesNotAnswerHoldsUpNoOneElse) {
+  auto d = testing::Daemon::start({"--worker-spares", "0", "--drain-timeout", "2"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string uri = (*d)->unix_uri();
+  auto stuck = Client::connect(uri, "stuck");
+  ASSERT_TRUE(stuck.ok()) << stuck.status();
+  auto q = (*stuck)->create_queue();
+  auto out = (*stuck)->allocate(1024 * sizeof(int32_t));
+  auto m = (*stuck)->load_module(testing::kFillSource);
+  ASSERT_TRUE(q.ok() && out.ok() && m.ok());
+  const client::KernelSpec fill_spec{
+      .entry = "fill", .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}};
+  auto fill = (*stuck)->get_kernel(*m, fill_spec);
+  ASSERT_TRUE(fill.ok()) << fill.status();
+  expect_fill(**q, *fill, *out, 1);
+  std::vector<pid_t> workers = testing::children_of((*d)->pid());
+  ASSERT_EQ(workers.size(), 1u) << "the session's worker alone";
+  const pid_t worker = workers[0];
+  ASSERT_EQ(kill(worker, SIGSTOP), 0);
+  absl::Cleanup resume = [worker] { kill(worker, SIGKILL); };
+
+  // A kernel its worker has not loaded: the launch waits on the worker.
+  auto m2 = (*stuck)->load_module(std::string(testing::kFillSource) + "// another\n");
+  ASSERT_TRUE(m2.ok());
+  auto fill2 = (*stuck)->get_kernel(*m2, fill_spec);
+  ASSERT_TRUE(fill2.ok()) << fill2.status();
+  std::thread waiting([&] {
+    const Arg args[] = {Arg::buffer(*out), Arg::scalar<int32_t>(2)};
+    (void)(*q)->launch(*fill2, client::Dims{1024}, nullptr, args);
+  });
+  absl::Cleanup join = [&] { waiting.join(); };
+  // Until the launch has compiled and waits on the worker, holding its
+  // session; every look answers at once meanwhile.
+  auto other = Client::connect(uri, "other");
+  ASSERT_TRUE(other.ok()) << other.status();
+  absl::StatusOr<client::ServiceStatus> status;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  do {
+    const auto asked = std::chrono::steady_clock::now();
+    status = (*other)->status();
+    EXPECT_LT(std::chrono::steady_clock::now() - asked, std::chrono::seconds(2))
+        << "GetStatus waited on another session's worker";
+    ASSERT_TRUE(status.ok()) << status.status();
+  } while (status->sessions_busy == 0 && std::chrono::steady_clock::now() < give_up);
+  EXPECT_EQ(status->sessions_busy, 1u);
+  testing::expect_bystander_served(uri, 5);
+
+  const auto stopping = std::chrono::steady_clock::now();
+  EXPECT_EQ((*d)->stop(SIGTERM), 0) << (*d)->log();
+  EXPECT_LT(std::chrono::steady_clock::now() - stopping, std::chrono::seconds(10))
+      << "SIGTERM waited on a worker that does not answer";
+}
+
 // A worker's threads and processes are bounded (--worker-max-processes),
 // so that a kernel that takes its worker over cannot fork-bomb the machine
 // (the bound itself: NamespacedSpawn.AWorkersProcessLimitStopsAForkBomb...).

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <filesystem>
+#include <random>
 #include <set>
 #include <string>
 #include <vector>
@@ -44,10 +45,16 @@ void launch_and_check(IsolatedDevice& device, Kernel& kernel, KernelCache& cache
     ASSERT_EQ(host[static_cast<size_t>(i)], static_cast<int32_t>(i) * salt + 5) << "at " << i;
 }
 
+// A module no code cache has seen, whatever runs came before and left
+// their kernels there: a random nonce makes its digest new (the salt alone,
+// 15 bits, repeated across runs now and then).
 std::unique_ptr<Kernel> salted_kernel(int32_t salt, const std::string& entry) {
+  std::random_device random;
+  const uint64_t nonce = (uint64_t{random()} << 32) | random();
   auto module = Module::create(
       ModuleFormat::kOpenClC,
-      absl::StrCat("kernel void ", entry, "(KAD_CONTEXT, global int* out, int k) {\n",
+      absl::StrCat("// nonce ", nonce, "\nkernel void ", entry,
+                   "(KAD_CONTEXT, global int* out, int k) {\n",
                    "  if (kad_active()) out[kad_global_linear()] = (int)kad_global_linear() * ",
                    salt, " + k;\n}\n"));
   if (!module.ok()) return nullptr;

@@ -166,6 +166,8 @@ struct LaunchInfo {
 
 struct ServiceStatus {
   uint64_t sessions = 0, sessions_opened = 0;
+  // Busy while kad counted (waiting on their workers): not in the counts.
+  uint64_t sessions_busy = 0;
   uint64_t buffers = 0, modules = 0, kernels = 0, queues = 0;
   uint64_t cache_entries = 0, cache_hits = 0, cache_compilations = 0;
   // Entries dropped, least recently used first, to stay within the bound.
