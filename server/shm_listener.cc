@@ -5,6 +5,7 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <system_error>
@@ -93,15 +94,28 @@ void ShmListener::accept_loop() {
       }
       if (fd >= 0) {
         join_hellos(/*all=*/false);
-        if (hellos_.size() >= kMaxPendingHellos) {
+        ucred peer{};
+        socklen_t len = sizeof(peer);
+        const uid_t uid =
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 ? peer.uid : ~uid_t{0};
+        const size_t of_uid = static_cast<size_t>(std::count_if(
+            hellos_.begin(), hellos_.end(), [uid](const PendingHello& h) { return h.uid == uid; }));
+        if (hellos_.size() >= kMaxPendingHellos || of_uid >= kMaxPendingHellosPerUid) {
           send_status_reply(
               fd,
-              absl::UnavailableError(absl::StrFormat(
-                  "kad is answering %d other shared-memory handshakes; try again", hellos_.size())),
+              absl::UnavailableError(
+                  of_uid >= kMaxPendingHellosPerUid
+                      ? absl::StrFormat("kad is answering %d other shared-memory handshakes of uid "
+                                        "%d; try again",
+                                        of_uid, uid)
+                      : absl::StrFormat(
+                            "kad is answering %d other shared-memory handshakes; try again",
+                            hellos_.size())),
               -1, 0);
           close(fd);
         } else {
           PendingHello& hello = hellos_.emplace_back();
+          hello.uid = uid;
           try {
             hello.thread = std::thread([this, fd, &hello] {
               serve_hello(fd);

@@ -4,6 +4,8 @@
 // client knows its id, and a queue is checked against that session.
 #pragma once
 
+#include <sys/types.h>
+
 #include <atomic>
 #include <list>
 #include <memory>
@@ -30,7 +32,11 @@ class ShmListener {
   // Hellos are answered each on a thread of its own, this many at once at
   // most (one more connection is refused at once), so that a client that
   // says nothing, or whose session is busy, holds up no other's handshake.
-  static constexpr size_t kMaxPendingHellos = 16;
+  static constexpr size_t kMaxPendingHellos = 64;
+  // Of those, from one uid: a user who opens connections and says nothing
+  // (each held up to a second) takes up no more, and other users' clients
+  // still get shared memory.
+  static constexpr size_t kMaxPendingHellosPerUid = 4;
   // How long a Hello may wait for its session (a copy of that session's may
   // hold it while its launches run): UNAVAILABLE past it.
   static constexpr absl::Duration kSessionWait = absl::Seconds(2);
@@ -51,6 +57,7 @@ class ShmListener {
   struct PendingHello {
     std::thread thread;
     std::atomic<bool> done{false};
+    uid_t uid = 0;  // of the connecting process
   };
   std::list<PendingHello> hellos_;  // the accept thread's
   // Joins the hellos answered (all of them with `all`, waiting).

@@ -4,6 +4,7 @@
 // stale one is replaced. Session ids are the sessions' credentials: long,
 // from a CSPRNG, and never in the daemon's log. Real kad processes.
 #include <grp.h>
+#include <poll.h>
 #include <signal.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
@@ -27,6 +28,7 @@
 #include "kad/client.h"
 #include "kad/shm/v1/handshake.h"
 #include "kad/shm/v1/layout.h"
+#include "tests/e2e/e2e.h"
 #include "tests/support/daemon.h"
 
 namespace kad::testing {
@@ -346,6 +348,67 @@ TEST(SessionTransports, AreBoundedPerSessionAndOthersGoOn) {
     }
     EXPECT_TRUE(again.ok()) << again;
   }
+}
+
+// A connection to the shared-memory socket that says nothing holds a
+// handshake thread for up to a second. One uid holds at most four: another
+// user's silent connections, 16 at a time and opened again and again (16
+// once took every handshake, everyone's), are refused past four at once, and
+// leave this user's clients their shared memory.
+TEST(ShmHandshakes, OneUsersSilentConnectionsLeaveOtherUsersTheirHandshakes) {
+  if (geteuid() != 0) GTEST_SKIP() << "acting as another uid needs root";
+  auto d = Daemon::start({"--socket-mode", "0666"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string shm_path = path_of((*d)->unix_uri()) + ".shm";
+  std::strncpy(addr.sun_path, shm_path.c_str(), sizeof(addr.sun_path) - 1);
+  const fs::path folder = fs::path(shm_path).parent_path();
+  ASSERT_NE(folder.string().find("/kad-test-"), std::string::npos) << folder;
+  ASSERT_EQ(chmod(folder.c_str(), 0755), 0);
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  constexpr uid_t kNobody = 65534;
+  constexpr int kSilent = 16;
+  const pid_t child = fork();
+  if (child == 0) {
+    close(ready[0]);
+    if (setgid(kNobody) != 0 || setuid(kNobody) != 0) _exit(10);
+    int fds[kSilent];
+    auto open_all = [&] {
+      for (int& fd : fds) {
+        fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+        if (fd < 0 || connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) _exit(11);
+      }
+    };
+    open_all();
+    // Those refused are answered at once; kad drops the others after a
+    // second of silence.
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    pollfd polled[kSilent];
+    for (int i = 0; i < kSilent; ++i) polled[i] = {fds[i], POLLIN, 0};
+    if (poll(polled, kSilent, 0) < 0) _exit(13);
+    int refused = 0;
+    for (const pollfd& p : polled) refused += (p.revents & POLLIN) != 0 ? 1 : 0;
+    if (write(ready[1], &refused, sizeof refused) != sizeof refused) _exit(12);
+    for (int round = 0; round < 20; ++round) {  // until the parent has its answer
+      std::this_thread::sleep_for(std::chrono::milliseconds(400));
+      for (int fd : fds) close(fd);
+      open_all();
+    }
+    _exit(0);
+  }
+  close(ready[1]);
+  int refused = -1;
+  ASSERT_EQ(read(ready[0], &refused, sizeof refused), static_cast<ssize_t>(sizeof refused));
+  close(ready[0]);
+  EXPECT_EQ(refused, kSilent - 4) << "of one uid's silent connections, all but four are refused";
+  const auto start = std::chrono::steady_clock::now();
+  expect_bystander_served((*d)->unix_uri() + "?transport=shm", 21, kFillSource,
+                          /*shared_memory=*/true);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
+  kill(child, SIGKILL);
+  EXPECT_EQ(waitpid(child, nullptr, 0), child);
 }
 
 }  // namespace
