@@ -240,15 +240,18 @@ class WorkerQueue final : public Queue {
 
   // Reads the progress page: what the worker reports as ended (no more than
   // it was given) becomes confirmed, now. A failure reported among launches
-  // up to `event` is asked of the worker and kept in failed_.
-  void observe(EventId event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+  // up to `event` is asked of the worker and kept in failed_, unless
+  // `ask_failure` is false: the watchdog only reads progress, and leaves the
+  // question (a round trip a worker may take seconds to answer) to waits.
+  void observe(EventId event, bool ask_failure = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
     QueueProgress& progress = page_->progress();
     const EventId ended = reported_ended();
     if (ended > confirmed_) {
       confirmed_ = ended;
       confirmed_at_ = absl::Now();
     }
-    if (progress.failed.load(std::memory_order_acquire) == 0 || event > confirmed_) return;
+    if (!ask_failure || progress.failed.load(std::memory_order_acquire) == 0 || event > confirmed_)
+      return;
     // The worker answers at once: the launches ended, and it keeps the
     // first failure among them.
     WaitRecord w{id_, std::min(event, confirmed_) - base_};
@@ -287,7 +290,7 @@ class WorkerQueue final : public Queue {
     if (!device_.worker_ || page_ == nullptr) return;
     const EventId first = std::max(confirmed_, base_) + 1;
     if (first >= next_) return;
-    observe(first);
+    observe(first, /*ask_failure=*/false);  // one watchdog serves every session
     if (std::max(confirmed_, base_) + 1 >= next_ || !device_.worker_) return;
     if (absl::Now() < running_deadline()) return;
     device_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
@@ -557,7 +560,9 @@ absl::StatusOr<wire::CompileReply> build(const DeviceInfo& device, WorkerPool& p
   }
   // One compile per worker: the next one starts clean.
   w.stop();
-  if (reply.code() == 0 && !reply.program_binary().empty()) {
+  // Kept only once it checks out: a reply kad cannot use would otherwise
+  // fail this key for good, across restarts.
+  if (reply.code() == 0 && !reply.program_binary().empty() && from_reply(reply).ok()) {
     wire::CompileReply kept = reply;
     kept.clear_message();  // the log of a compile that worked
     cache.store(key, kept.SerializeAsString());
