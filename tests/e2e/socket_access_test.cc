@@ -38,6 +38,19 @@ namespace fs = std::filesystem;
 
 std::string path_of(const std::string& unix_uri) { return unix_uri.substr(5); }
 
+// The daemon's shared-memory socket, with the test daemon's folder
+// (mkdtemp's, 0700: the test's) opened to other uids too.
+sockaddr_un shm_socket_for_other_uids(const Daemon& d) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  const std::string shm_path = path_of(d.unix_uri()) + ".shm";
+  std::strncpy(addr.sun_path, shm_path.c_str(), sizeof(addr.sun_path) - 1);
+  const fs::path folder = fs::path(shm_path).parent_path();
+  EXPECT_NE(folder.string().find("/kad-test-"), std::string::npos) << folder;
+  EXPECT_EQ(chmod(folder.c_str(), 0755), 0);
+  return addr;
+}
+
 uint32_t mode_of(const std::string& path) {
   struct stat st {};
   if (stat(path.c_str(), &st) != 0) return 0xffffffff;
@@ -217,15 +230,7 @@ TEST(SessionIds, OverSharedMemoryServeOnlyTheUidThatOpenedTheSession) {
   const std::string id = (*owner)->session_id();
   std::memcpy(hello.session_id, id.data(), std::min(id.size(), sizeof(hello.session_id)));
   hello.queue = (*queue)->handle();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string shm_path = path_of((*d)->unix_uri()) + ".shm";
-  std::strncpy(addr.sun_path, shm_path.c_str(), sizeof(addr.sun_path) - 1);
-  // The test daemon's folder (mkdtemp's, 0700) is the test's: open it to
-  // the other uid too.
-  const fs::path folder = fs::path(shm_path).parent_path();
-  ASSERT_NE(folder.string().find("/kad-test-"), std::string::npos) << folder;
-  ASSERT_EQ(chmod(folder.c_str(), 0755), 0);
+  sockaddr_un addr = shm_socket_for_other_uids(**d);
   constexpr uid_t kNobody = 65534;
   const pid_t child = fork();
   if (child == 0) {
@@ -359,13 +364,7 @@ TEST(ShmHandshakes, OneUsersSilentConnectionsLeaveOtherUsersTheirHandshakes) {
   if (geteuid() != 0) GTEST_SKIP() << "acting as another uid needs root";
   auto d = Daemon::start({"--socket-mode", "0666"});
   ASSERT_TRUE(d.ok()) << d.status();
-  sockaddr_un addr{};
-  addr.sun_family = AF_UNIX;
-  const std::string shm_path = path_of((*d)->unix_uri()) + ".shm";
-  std::strncpy(addr.sun_path, shm_path.c_str(), sizeof(addr.sun_path) - 1);
-  const fs::path folder = fs::path(shm_path).parent_path();
-  ASSERT_NE(folder.string().find("/kad-test-"), std::string::npos) << folder;
-  ASSERT_EQ(chmod(folder.c_str(), 0755), 0);
+  sockaddr_un addr = shm_socket_for_other_uids(**d);
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   constexpr uid_t kNobody = 65534;
