@@ -1077,7 +1077,7 @@ void Fuzzer::get_kernel(const Target& t) {
     if (!k.options_allowed)
       d.add(StatusCode::INVALID_ARGUMENT, "a build option off the allow-list");
     if (k.entry && k.module.intact && !k.signature_matches &&
-        compiled_.count({k.module.digest, r.entry()}))
+        compiled_.count({k.module.digest, r.entry(), r.build_options()}))
       d.add(StatusCode::INVALID_ARGUMENT,
             "a signature that does not match a kernel some session compiled");
   }
@@ -1122,7 +1122,7 @@ void Fuzzer::check_daemon_serves() {
     violation("a fresh session no longer runs saxpy correctly", Call::kSubmit, "  " + error, true);
     return;
   }
-  compiled_.insert({digest, "saxpy"});
+  compiled_.insert({digest, "saxpy", ""});
   journal_.add("#" + std::to_string(operation_) + " a fresh session ran saxpy correctly");
 }
 

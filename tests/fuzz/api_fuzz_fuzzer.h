@@ -12,6 +12,7 @@
 #include <mutex>
 #include <set>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -211,9 +212,10 @@ class Fuzzer {
   std::deque<ClosedSession> closed_sessions_;
   int sessions_opened_ = 0;
   std::set<std::string> seen_session_ids_;
-  // (module digest, entry) pairs some session has compiled: GetKernel must
-  // check a signature against them at once.
-  std::set<std::pair<std::string, std::string>> compiled_;
+  // (module digest, entry, build options) some session has compiled:
+  // GetKernel must check a signature with the same options against them at
+  // once (other options may define other parameters).
+  std::set<std::tuple<std::string, std::string, std::string>> compiled_;
   Journal journal_;
   std::set<std::string> reported_;  // "rule / call" of the violations reported
   int violations_ = 0;

@@ -431,7 +431,8 @@ bool Fuzzer::await_reply(const Target& t, SubmitStream& stream, std::deque<Pendi
                   detail, true);
       }
       if (!plan.empty && plan.kernel && plan.kernel->entry)
-        compiled_.insert({plan.kernel->module.digest, plan.kernel->entry->name});
+        compiled_.insert({plan.kernel->module.digest, plan.kernel->entry->name,
+                          plan.kernel->request.build_options()});
     }
   }
   if (p.call == Call::kCopyOut && reply.code() == 0) {
