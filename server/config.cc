@@ -233,26 +233,26 @@ ParseOutcome parse_config(int argc, char** argv) {
               app.get_option("--max-host-memory"));
       set_u64("max_compiled_kernels", c.daemon.limits.max_compiled_kernels,
               app.get_option("--max-compiled-kernels"));
-      uint64_t depth = c.daemon.limits.device_queue_depth;
-      set_u64("device_queue_depth", depth, app.get_option("--device-queue-depth"));
-      if (depth > (uint64_t{1} << 16)) {
-        out.exit = true;
-        out.exit_code = 2;
-        out.message = absl::StrCat("kad: ", config_file, ": device_queue_depth is ", depth,
-                                   ", more than the maximum of 65536");
+      // A 32-bit setting from the file, within `max`; false (the message
+      // set) past it.
+      auto set_u32 = [&](const char* key, uint32_t& field, const CLI::Option* flag, uint64_t max) {
+        uint64_t value = field;
+        set_u64(key, value, flag);
+        if (value > max) {
+          out.exit = true;
+          out.exit_code = 2;
+          out.message = absl::StrCat("kad: ", config_file, ": ", key, " is ", value,
+                                     ", more than the maximum of ", max);
+          return false;
+        }
+        field = static_cast<uint32_t>(value);
+        return true;
+      };
+      if (!set_u32("device_queue_depth", c.daemon.limits.device_queue_depth,
+                   app.get_option("--device-queue-depth"), uint64_t{1} << 16) ||
+          !set_u32("worker_max_processes", c.worker_max_processes,
+                   app.get_option("--worker-max-processes"), uint64_t{1} << 20))
         return out;
-      }
-      c.daemon.limits.device_queue_depth = static_cast<uint32_t>(depth);
-      uint64_t processes = c.worker_max_processes;
-      set_u64("worker_max_processes", processes, app.get_option("--worker-max-processes"));
-      if (processes > (uint64_t{1} << 20)) {
-        out.exit = true;
-        out.exit_code = 2;
-        out.message = absl::StrCat("kad: ", config_file, ": worker_max_processes is ", processes,
-                                   ", more than the maximum of 1048576");
-        return out;
-      }
-      c.worker_max_processes = static_cast<uint32_t>(processes);
       if (app.get_option("--tls-cert")->count() == 0)
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);
       if (app.get_option("--tls-key")->count() == 0)

@@ -304,6 +304,11 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
   EXPECT_EQ(too_many.code, 2);
   EXPECT_THAT(too_many.output,
               HasSubstr("worker_max_processes is 2000000, more than the maximum of 1048576"));
+  std::ofstream(dir + "/kad.toml") << "device_queue_depth = 70000\n";
+  ProcessRun too_deep = run(kad + " --check-config");
+  EXPECT_EQ(too_deep.code, 2);
+  EXPECT_THAT(too_deep.output,
+              HasSubstr("device_queue_depth is 70000, more than the maximum of 65536"));
   std::ofstream(dir + "/kad.toml") << "submit_streams = \"reactor\"\n";
   ProcessRun unknown_mode = run(kad + " --check-config");
   EXPECT_EQ(unknown_mode.code, 2);
