@@ -64,14 +64,13 @@ std::vector<std::string> device_ids(const DeviceRegistry& registry) {
   return ids;
 }
 
-// A queue's launches up to `target` are known complete: gives back to its
-// tenant the launches in flight that this advance of `last_waited` ends.
-void note_waited(SessionQueue& q, EventId target, Tenant* tenant) {
+// A wait returned for a queue's launches up to `target`: they are complete,
+// and no longer count against its tenant.
+void note_waited(SessionQueue& q, EventId target) {
   EventId seen = q.last_waited.load();
   while (target > seen && !q.last_waited.compare_exchange_weak(seen, target)) {
   }
-  if (target > seen && tenant != nullptr)
-    tenant->budget(Quota::kLaunchesInFlight)->give_back(target - seen);
+  q.release_launches(target);
 }
 
 absl::StatusOr<std::unique_ptr<HostMemory>> make_host_memory(uint64_t bytes) {
@@ -277,7 +276,7 @@ void Engine::close_session(const std::string& id, CloseWait wait) {
     for (const auto& [handle, q] : objects->queues) {
       if (!q->isolated) queues.push_back(q);
       // Its launches no longer count as the tenant's: the session is gone.
-      note_waited(*q, q->last_event.load(), s->tenant());
+      note_waited(*q, q->last_event.load());
     }
   }
   auto late = [seconds = absl::ToInt64Seconds(limits_.finish_timeout)] {
@@ -497,7 +496,7 @@ absl::StatusOr<Engine::CopyTarget> Engine::copy_target(Session& s, uint64_t queu
                                                       buffer, (*b)->device().info().id, queue,
                                                       (*q)->device->info().id));
   }
-  return CopyTarget{(*q)->queue.get(), *b};
+  return CopyTarget{q->get(), *b};
 }
 
 absl::Status Engine::write_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
@@ -511,7 +510,12 @@ absl::Status Engine::write_buffer_pieces(Session& s, uint64_t queue, uint64_t bu
   absl::MutexLock lock(&s.mu);
   absl::StatusOr<CopyTarget> t = copy_target(s, queue, buffer);
   if (!t.ok()) return t.status();
-  return t->queue->write_buffer_pieces(*t->buffer, offset, pieces);
+  // A copy comes after the queue's launches (under the session's lock: no
+  // launch joins meanwhile), and is their wait when it succeeds.
+  const EventId launched = t->queue->last_event.load();
+  absl::Status copied = t->queue->queue->write_buffer_pieces(*t->buffer, offset, pieces);
+  if (copied.ok()) note_waited(*t->queue, launched);
+  return copied;
 }
 
 absl::Status Engine::read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
@@ -519,7 +523,10 @@ absl::Status Engine::read_buffer(Session& s, uint64_t queue, uint64_t buffer, ui
   absl::MutexLock lock(&s.mu);
   absl::StatusOr<CopyTarget> t = copy_target(s, queue, buffer);
   if (!t.ok()) return t.status();
-  return t->queue->read_buffer(*t->buffer, offset, data);
+  const EventId launched = t->queue->last_event.load();  // as write_buffer_pieces
+  absl::Status copied = t->queue->queue->read_buffer(*t->buffer, offset, data);
+  if (copied.ok()) note_waited(*t->queue, launched);
+  return copied;
 }
 
 absl::StatusOr<Engine::LoadedModule> Engine::load_module(Session& s, ModuleFormat format,
@@ -594,18 +601,22 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   } else {
     q = on->create_queue();
   }
+  auto sq = std::make_shared<SessionQueue>();
+  if (s.tenant() != nullptr) sq->launches_in_flight = s.tenant()->budget(Quota::kLaunchesInFlight);
   // A queue on a scheduled device holds its held launches' ring in kad's
   // memory: a client's queues count against the host-memory guard.
-  Charge rings;
   if (q.ok() && schedulers_[index] != nullptr) {
     absl::StatusOr<Charge> charge =
         charge_host_memory(ScheduledQueue::host_bytes(schedulers_[index]->depth()));
     if (charge.ok()) {
-      rings = *std::move(charge);
+      sq->host_memory = *std::move(charge);
       const Tenant* tenant = s.tenant();
+      // The scheduler sees launches end whether or not the client waits:
+      // they stop counting against the tenant then (sq outlives its queue).
       q = std::unique_ptr<Queue>(std::make_unique<ScheduledQueue>(
           *schedulers_[index], *std::move(q), tenant, tenant ? tenant->spec().weight : 1,
-          tenant ? tenant->spec().priority : 0));
+          tenant ? tenant->spec().priority : 0,
+          [released = sq.get()](EventId ended) { released->release_launches(ended); }));
     } else {
       q = charge.status();
     }
@@ -615,9 +626,7 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
     return q.status();
   }
   if (effective != nullptr) *effective = timeout;
-  auto sq = std::make_shared<SessionQueue>();
   sq->queue = *std::move(q);
-  sq->host_memory = std::move(rings);
   sq->device = on;
   sq->device_index = index;
   sq->isolated = on != *device;
@@ -685,10 +694,10 @@ absl::StatusOr<LaunchResult> Engine::launch_locked(Session& s, const LaunchByHan
   }
   SessionQueue& sq = **q;
   // The tenant's launches in flight are bounded: checked here, counted once
-  // the launch has its event (a launch that fails takes nothing).
-  Budget* in_flight =
-      s.tenant() != nullptr ? s.tenant()->budget(Quota::kLaunchesInFlight).get() : nullptr;
-  if (in_flight != nullptr && in_flight->used() >= in_flight->limit())
+  // the launch has its event (a launch that fails takes nothing), given back
+  // when it is known to have ended (SessionQueue::release_launches).
+  if (const Budget* in_flight = sq.launches_in_flight.get();
+      in_flight != nullptr && in_flight->used() >= in_flight->limit())
     return in_flight->exhausted(1);
   absl::StatusOr<LaunchResult> r =
       kad::launch(*k->second, *sq.queue, cache_,
@@ -700,10 +709,7 @@ absl::StatusOr<LaunchResult> Engine::launch_locked(Session& s, const LaunchByHan
     *kernel = k->second;
     return r;
   }
-  if (r->event != 0) {
-    const EventId before = sq.last_event.exchange(r->event);
-    if (in_flight != nullptr && r->event > before) in_flight->add(r->event - before);
-  }
+  if (r->event != 0) sq.count_launches(r->event);
   launches_.fetch_add(1, std::memory_order_relaxed);
   device_launches_[sq.device_index]->fetch_add(1, std::memory_order_relaxed);
   return r;
@@ -720,7 +726,7 @@ absl::Status Engine::wait(Session& s, uint64_t queue, EventId event) {
   const EventId target = event == 0 ? q->last_event.load() : event;
   absl::Status waited = q->queue->wait(target);
   // Events of a queue are consecutive launches: everything up to `target` is done.
-  if (waited.ok()) note_waited(*q, target, s.tenant());
+  if (waited.ok()) note_waited(*q, target);
   return waited;
 }
 

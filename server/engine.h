@@ -226,7 +226,7 @@ class Engine {
   absl::Status check_new_object(Session& s) ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // The queue and buffer of a copy, checked to be on the same device.
   struct CopyTarget {
-    Queue* queue;
+    SessionQueue* queue;
     Buffer* buffer;
   };
   absl::StatusOr<CopyTarget> copy_target(Session& s, uint64_t queue, uint64_t buffer)

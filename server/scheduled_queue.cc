@@ -35,9 +35,11 @@ int64_t steady_ns() {
 }  // namespace
 
 ScheduledQueue::ScheduledQueue(DeviceScheduler& scheduler, std::unique_ptr<Queue> queue,
-                               const void* tenant, uint32_t weight, int32_t priority)
+                               const void* tenant, uint32_t weight, int32_t priority,
+                               std::function<void(EventId)> on_ended)
     : scheduler_(scheduler),
       queue_(std::move(queue)),
+      on_ended_(std::move(on_ended)),
       flow_(scheduler.join(tenant, weight, priority)),
       held_(std::make_unique<HeldLaunch[]>(kHeldLaunches)),
       in_flight_(std::make_unique<InFlight[]>(scheduler.depth())) {}
@@ -216,6 +218,7 @@ void ScheduledQueue::ended_locked(EventId event) {
   }
   scheduler_.release_locked(*flow_, n, measured);
   ended_ = std::max(ended_, event);
+  if (on_ended_) on_ended_(ended_);
 }
 
 absl::Status ScheduledQueue::wait_sent_locked(EventId event) {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <array>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -51,8 +52,12 @@ class ScheduledQueue final : public Queue {
     return uint64_t{kHeldLaunches} * sizeof(HeldLaunch) + uint64_t{depth} * sizeof(InFlight);
   }
 
+  // `on_ended` learns, under the scheduler's mutex, the newest of the queue's
+  // launches known to have ended (all before it ended too): it must be quick
+  // and must not call back into the queue.
   ScheduledQueue(DeviceScheduler& scheduler, std::unique_ptr<Queue> queue, const void* tenant,
-                 uint32_t weight, int32_t priority);
+                 uint32_t weight, int32_t priority,
+                 std::function<void(EventId)> on_ended = nullptr);
   ~ScheduledQueue() override;
 
   Device& device() const override { return queue_->device(); }
@@ -111,6 +116,7 @@ class ScheduledQueue final : public Queue {
 
   DeviceScheduler& scheduler_;
   std::unique_ptr<Queue> queue_;
+  const std::function<void(EventId)> on_ended_;
   std::unique_ptr<DeviceScheduler::Flow> flow_;
   // Taken before the scheduler's mutex by whoever sends launches to the
   // device (the caller, uncontended; the pump otherwise): one at a time, in order.

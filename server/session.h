@@ -2,6 +2,7 @@
 // can name another session's buffer, module, kernel, queue or event.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstdint>
 #include <functional>
@@ -49,12 +50,38 @@ struct SessionQueue {
   // Of the daemon's host memory, for a scheduled queue's rings; given back
   // after the queue goes.
   Charge host_memory;
+  // Its tenant's launches in flight (null without a tenant). Declared before
+  // `queue`, as are the events below: the queue's scheduler gives launches
+  // back (release_launches) until the queue goes.
+  std::shared_ptr<Budget> launches_in_flight;
+  std::atomic<EventId> last_event{0};   // the newest launch's event, counted against the tenant
+  std::atomic<EventId> last_waited{0};  // the newest event a wait returned for
+  std::atomic<EventId> released{0};     // the newest event given back to the tenant
   std::unique_ptr<Queue> queue;
   Device* device = nullptr;
   size_t device_index = 0;
   bool isolated = false;  // on a session's worker: a close ends it rather than waiting for it
-  std::atomic<EventId> last_event{0};   // the newest launch's event
-  std::atomic<EventId> last_waited{0};  // the newest event a wait returned for
+
+  // Counts the queue's launches up to `event` against its tenant. One
+  // writer (the session's lock): the budget is counted before the event is
+  // published, so that a release never gives back what was not counted.
+  void count_launches(EventId event) {
+    const EventId before = last_event.load();
+    if (event <= before) return;
+    if (launches_in_flight) launches_in_flight->add(event - before);
+    last_event.store(event);
+  }
+  // The queue's launches up to `event` ended (a wait saw them, or its
+  // scheduler did): gives back to the tenant those counted and not yet given
+  // back. A client that never waits thus holds only what is still in kad or
+  // on the device. Any thread; allocates nothing.
+  void release_launches(EventId event) {
+    event = std::min(event, last_event.load());
+    EventId seen = released.load();
+    while (event > seen && !released.compare_exchange_weak(seen, event)) {
+    }
+    if (event > seen && launches_in_flight) launches_in_flight->give_back(event - seen);
+  }
 };
 
 // One of a bounded number of things a session holds open (a Submit stream,

@@ -318,6 +318,111 @@ TEST_F(TenantQuotas, ThousandsOfRequestsFromOneTenantLeaveAnotherTenantsLaunches
 // memory (module copies, zero-copy buffers, channel and queue rings) is bounded for
 // all of them together; past it a request is RESOURCE_EXHAUSTED naming
 // --max-host-memory, and what goes gives its share back.
+// A tenant's launches in flight are those not yet known to have ended: the
+// device's scheduler gives back what ended whether or not the client waits.
+// A client that pipelines past the quota without a wait goes on launching,
+// and holds at most what is still in kad or on the device, so that other
+// sessions of its tenant (the default tenant's are everyone's) still launch.
+TEST(LaunchesInFlight, LaunchesThatEndedStopCountingWithoutAWait) {
+  char dir[] = "/tmp/kad-in-flight-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  constexpr uint32_t kDepth = 4;
+  constexpr uint32_t kQuota = kDepth + server::ScheduledQueue::kHeldLaunches + 4;
+  std::ofstream(std::string(dir) + "/kad.toml")
+      << "[tenants.local]\nuids = [" << getuid() << "]\nlaunches_in_flight = " << kQuota << "\n";
+  auto d = Daemon::start({"--no-workers", "--device-queue-depth", std::to_string(kDepth),
+                          "--config", std::string(dir) + "/kad.toml"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  auto observer = Client::connect((*d)->unix_uri() + "?transport=grpc", "observer");
+  ASSERT_TRUE(observer.ok()) << observer.status();
+  auto in_flight = [&]() -> int64_t {
+    auto s = (*observer)->status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    for (const auto& t : s->tenants)
+      for (const auto& q : t.quotas)
+        if (t.name == "local" && q.quota == "launches_in_flight")
+          return static_cast<int64_t>(q.used);
+    return -1;
+  };
+
+  for (const char* transport : {"grpc", "shm"}) {
+    SCOPED_TRACE(transport);
+    const std::string uri = (*d)->unix_uri() + "?transport=" + transport;
+    auto pipeline = Client::connect(uri, "pipeline");
+    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
+    auto module = (*pipeline)->load_module(kFillSource);
+    ASSERT_TRUE(module.ok()) << module.status();
+    auto fill = (*pipeline)->get_kernel(
+        *module, {.entry = "fill",
+                  .args = {client::ArgSpec::buffer(),
+                           client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    ASSERT_TRUE(fill.ok()) << fill.status();
+    auto buffer = (*pipeline)->allocate(64 * sizeof(int32_t));
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    auto queue = (*pipeline)->create_queue();
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    const client::Arg args[] = {client::Arg::buffer(*buffer), client::Arg::scalar<int32_t>(7)};
+    // Ten times the quota, never waiting: each launch is accepted.
+    for (uint32_t i = 0; i < 10 * kQuota; ++i) {
+      absl::Status launched = (*queue)->launch(*fill, client::Dims{64}, nullptr, args).status();
+      ASSERT_TRUE(launched.ok()) << "launch " << i << ": " << launched;
+    }
+    ASSERT_TRUE((*queue)->ping().ok());  // every launch has reached kad
+    // What the client left unwaited is what kad still holds or the device runs.
+    EXPECT_LE(in_flight(), kDepth + server::ScheduledQueue::kHeldLaunches);
+    // Another session of the tenant launches meanwhile.
+    expect_bystander_served(uri, 5);
+
+    std::vector<int32_t> out(64);
+    ASSERT_TRUE((*queue)->read(*buffer, 0, bytes_of(out)).ok());
+    EXPECT_EQ(out, std::vector<int32_t>(64, 7));
+    EXPECT_EQ(in_flight(), 0);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+// A copy comes after the queue's launches and waits for them: it gives them
+// back as a wait does, also on a device kad does not schedule (depth 0), so
+// that a client that launches and reads, never waiting, holds nothing.
+TEST(LaunchesInFlight, ACopyAfterLaunchesGivesThemBackAsAWaitDoes) {
+  char dir[] = "/tmp/kad-in-flight-XXXXXX";
+  ASSERT_NE(mkdtemp(dir), nullptr);
+  std::ofstream(std::string(dir) + "/kad.toml")
+      << "[tenants.local]\nuids = [" << getuid() << "]\nlaunches_in_flight = 4\n";
+  auto d = Daemon::start(
+      {"--no-workers", "--device-queue-depth", "0", "--config", std::string(dir) + "/kad.toml"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  for (const char* transport : {"grpc", "shm"}) {
+    SCOPED_TRACE(transport);
+    // Each round launches and reads back, as a bystander does: 20 rounds
+    // under a quota of 4.
+    for (int round = 0; round < 20; ++round)
+      expect_bystander_served((*d)->unix_uri() + "?transport=" + transport, round);
+    auto c = Client::connect((*d)->unix_uri() + "?transport=" + transport, "launch-and-read");
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto module = (*c)->load_module(kFillSource);
+    ASSERT_TRUE(module.ok()) << module.status();
+    auto fill =
+        (*c)->get_kernel(*module, {.entry = "fill",
+                                   .args = {client::ArgSpec::buffer(),
+                                            client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    ASSERT_TRUE(fill.ok()) << fill.status();
+    auto buffer = (*c)->allocate(16 * sizeof(int32_t));
+    ASSERT_TRUE(buffer.ok()) << buffer.status();
+    auto queue = (*c)->create_queue();
+    ASSERT_TRUE(queue.ok()) << queue.status();
+    std::vector<int32_t> out(16);
+    for (int32_t i = 0; i < 20; ++i) {
+      const client::Arg args[] = {client::Arg::buffer(*buffer), client::Arg::scalar<int32_t>(i)};
+      ASSERT_TRUE((*queue)->launch(*fill, client::Dims{16}, nullptr, args).ok()) << i;
+      ASSERT_TRUE((*queue)->read(*buffer, 0, bytes_of(out)).ok()) << i;
+      ASSERT_EQ(out, std::vector<int32_t>(16, i));
+      ASSERT_TRUE((*queue)->write(*buffer, 0, bytes_of(out)).ok()) << i;
+    }
+  }
+  std::filesystem::remove_all(dir);
+}
+
 TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
   auto d = Daemon::start({"--no-workers", "--max-host-memory", "8000000"});
   ASSERT_TRUE(d.ok()) << d.status();
