@@ -708,7 +708,10 @@ int worker(int argc, char** argv) {
     std::ofstream(argv[5]) << n / (seconds - from) << "\n";
     return 0;
   }
-  if (!r.setup(first_launch_work()).ok()) return 1;
+  if (absl::Status s = r.setup(first_launch_work()); !s.ok()) {
+    std::fprintf(stderr, "kad_bench %s client: %s\n", mode.c_str(), s.ToString().c_str());
+    return 1;
+  }
   // N synchronous launches, each timed; written to OUT: the total seconds,
   // the start on the machine's monotonic clock (µs), then each launch's µs.
   // With START_US (argv[6], on the monotonic clock): one launch first, then
@@ -726,14 +729,18 @@ int worker(int argc, char** argv) {
         argc >= 8 ? std::optional(to_time(argv[7])) : std::nullopt;
     std::vector<double> us;
     us.reserve(static_cast<size_t>(std::min(n, 100000)));
+    const auto failed = [](const absl::Status& s) {
+      std::fprintf(stderr, "kad_bench latency client: %s\n", s.ToString().c_str());
+      return 1;
+    };
     if (argc >= 7) {
-      if (!r.run().ok()) return 1;
+      if (absl::Status s = r.run(); !s.ok()) return failed(s);
       std::this_thread::sleep_until(to_time(argv[6]));
     }
     const auto start = Clock::now();
     for (int i = 0; i < n && (!end || Clock::now() < *end); ++i) {
       const auto t = Clock::now();
-      if (!r.run().ok()) return 1;
+      if (absl::Status s = r.run(); !s.ok()) return failed(s);
       us.push_back(seconds_since(t) * 1e6);
     }
     const double total = seconds_since(start);

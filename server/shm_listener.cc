@@ -1,6 +1,7 @@
 #include "server/shm_listener.h"
 
 #include <poll.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -31,6 +32,20 @@ bool send_status_reply(int socket, const absl::Status& status, int fd, uint64_t 
   return shm::v1::send_reply(socket, reply, fd);
 }
 
+// Refuses a connection before its hello is served: reads what the client
+// sent already (a socket closed with a message unread resets the client's
+// end, and it would never read why), answers `status` and closes.
+void refuse_connection(int socket, const absl::Status& status) {
+  union {
+    Hello hello;
+    MapBuffer map;
+  } unread;
+  while (recv(socket, &unread, sizeof(unread), MSG_DONTWAIT) > 0) {
+  }
+  send_status_reply(socket, status, -1, 0);
+  close(socket);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::start(Engine& engine, std::string path,
@@ -50,6 +65,11 @@ absl::StatusOr<std::unique_ptr<ShmListener>> ShmListener::start(Engine& engine, 
     return absl::UnavailableError(
         absl::StrFormat("cannot listen on %s: %s", l->path_, std::strerror(errno)));
   }
+  l->wake_fd_ = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (l->wake_fd_ < 0) {
+    return absl::ResourceExhaustedError(
+        absl::StrFormat("cannot make an eventfd for %s: %s", l->path_, std::strerror(errno)));
+  }
   l->thread_ = std::thread([p = l.get()] { p->accept_loop(); });
   return l;
 }
@@ -58,6 +78,8 @@ ShmListener::~ShmListener() {
   stop_.store(true);
   if (thread_.joinable()) thread_.join();
   join_hellos(/*all=*/true);  // each is bounded: its read, kSessionWait, its reply
+  for (const WaitingHello& w : waiting_) close(w.fd);
+  if (wake_fd_ >= 0) close(wake_fd_);
   if (listen_fd_ >= 0) close(listen_fd_);
   unlink(path_.c_str());
   absl::MutexLock lock(&mu_);
@@ -84,54 +106,79 @@ void ShmListener::join_hellos(bool all) {
 
 void ShmListener::accept_loop() {
   while (!stop_.load()) {
-    pollfd p{listen_fd_, POLLIN, 0};
-    if (poll(&p, 1, 200) > 0) {
-      const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    // Waiting connections have a deadline: look at least every 100 ms.
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_fd_, POLLIN, 0}};
+    if (poll(p, 2, waiting_.empty() ? 200 : 100) > 0) {
+      if (p[1].revents & POLLIN) {
+        eventfd_t ended;
+        eventfd_read(wake_fd_, &ended);
+      }
+      const int fd =
+          p[0].revents & POLLIN ? accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC) : -1;
       if (fd < 0 && (errno == EMFILE || errno == ENFILE || errno == ENOMEM || errno == ENOBUFS)) {
         // Out of descriptors or memory: the connection stays queued and poll
         // says so at once; look again a little later, not in a busy loop.
         absl::SleepFor(absl::Milliseconds(100));
       }
       if (fd >= 0) {
-        join_hellos(/*all=*/false);
         ucred peer{};
         socklen_t len = sizeof(peer);
         const uid_t uid =
             getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &len) == 0 ? peer.uid : ~uid_t{0};
-        const size_t of_uid = static_cast<size_t>(std::count_if(
-            hellos_.begin(), hellos_.end(), [uid](const PendingHello& h) { return h.uid == uid; }));
-        if (hellos_.size() >= kMaxPendingHellos || of_uid >= kMaxPendingHellosPerUid) {
-          send_status_reply(
-              fd,
-              absl::UnavailableError(
-                  of_uid >= kMaxPendingHellosPerUid
-                      ? absl::StrFormat("kad is answering %d other shared-memory handshakes of uid "
-                                        "%d; try again",
-                                        of_uid, uid)
-                      : absl::StrFormat(
-                            "kad is answering %d other shared-memory handshakes; try again",
-                            hellos_.size())),
-              -1, 0);
-          close(fd);
+        const size_t of_uid = static_cast<size_t>(
+            std::count_if(waiting_.begin(), waiting_.end(),
+                          [uid](const WaitingHello& w) { return w.uid == uid; }));
+        if (waiting_.size() >= kMaxWaitingHellos || of_uid >= kMaxWaitingHellosPerUid) {
+          refuse_connection(
+              fd, absl::UnavailableError(
+                      of_uid >= kMaxWaitingHellosPerUid
+                          ? absl::StrFormat("kad has %d other shared-memory connections of uid %d "
+                                            "waiting for their handshake; try again",
+                                            of_uid, uid)
+                          : absl::StrFormat("kad has %d other shared-memory connections waiting "
+                                            "for their handshake; try again",
+                                            waiting_.size())));
         } else {
-          PendingHello& hello = hellos_.emplace_back();
-          hello.uid = uid;
-          try {
-            hello.thread = std::thread([this, fd, &hello] {
-              serve_hello(fd);
-              hello.done.store(true);
-            });
-          } catch (const std::system_error&) {
-            hellos_.pop_back();
-            send_status_reply(fd, absl::ResourceExhaustedError("kad cannot start a thread"), -1, 0);
-            close(fd);
-          }
+          waiting_.push_back({fd, uid, absl::Now()});
         }
       }
     }
     join_hellos(/*all=*/false);
+    start_waiting_hellos();
     absl::MutexLock lock(&mu_);  // reap channels whose client left
     std::erase_if(channels_, [](const auto& c) { return c->finished(); });
+  }
+}
+
+void ShmListener::start_waiting_hellos() {
+  const absl::Time now = absl::Now();
+  for (auto w = waiting_.begin(); w != waiting_.end();) {
+    const size_t of_uid = static_cast<size_t>(std::count_if(
+        hellos_.begin(), hellos_.end(), [&](const PendingHello& h) { return h.uid == w->uid; }));
+    if (hellos_.size() < kMaxPendingHellos && of_uid < kMaxPendingHellosPerUid) {
+      PendingHello& hello = hellos_.emplace_back();
+      hello.uid = w->uid;
+      try {
+        hello.thread = std::thread([this, fd = w->fd, &hello] {
+          serve_hello(fd);
+          hello.done.store(true);
+          eventfd_write(wake_fd_, 1);
+        });
+      } catch (const std::system_error&) {
+        hellos_.pop_back();
+        refuse_connection(w->fd, absl::ResourceExhaustedError("kad cannot start a thread"));
+      }
+      w = waiting_.erase(w);
+    } else if (now - w->since > kHelloTurnWait) {
+      refuse_connection(
+          w->fd, absl::UnavailableError(absl::StrFormat(
+                     "kad answered %d other shared-memory handshakes of uid %d for %d s, and "
+                     "this connection's turn did not come; try again",
+                     of_uid, w->uid, absl::ToInt64Seconds(kHelloTurnWait))));
+      w = waiting_.erase(w);
+    } else {
+      ++w;
+    }
   }
 }
 

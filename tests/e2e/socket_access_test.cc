@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
@@ -21,6 +22,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -356,10 +358,11 @@ TEST(SessionTransports, AreBoundedPerSessionAndOthersGoOn) {
 }
 
 // A connection to the shared-memory socket that says nothing holds a
-// handshake thread for up to a second. One uid holds at most four: another
-// user's silent connections, 16 at a time and opened again and again (16
-// once took every handshake, everyone's), are refused past four at once, and
-// leave this user's clients their shared memory.
+// handshake thread for up to a second. One uid holds at most four; 64 more
+// of its connections wait their turn, and past those one more is refused at
+// once, saying why. Another user's silent connections, 80 at a time and
+// opened again and again (16 once took every handshake, everyone's), leave
+// this user's clients their shared memory.
 TEST(ShmHandshakes, OneUsersSilentConnectionsLeaveOtherUsersTheirHandshakes) {
   if (geteuid() != 0) GTEST_SKIP() << "acting as another uid needs root";
   auto d = Daemon::start({"--socket-mode", "0666"});
@@ -368,7 +371,7 @@ TEST(ShmHandshakes, OneUsersSilentConnectionsLeaveOtherUsersTheirHandshakes) {
   int ready[2];
   ASSERT_EQ(pipe(ready), 0);
   constexpr uid_t kNobody = 65534;
-  constexpr int kSilent = 16;
+  constexpr int kSilent = 80;
   const pid_t child = fork();
   if (child == 0) {
     close(ready[0]);
@@ -381,14 +384,25 @@ TEST(ShmHandshakes, OneUsersSilentConnectionsLeaveOtherUsersTheirHandshakes) {
       }
     };
     open_all();
-    // Those refused are answered at once; kad drops the others after a
-    // second of silence.
+    // Those refused are answered at once, saying why; the others wait, and
+    // kad drops them after a second of silence each.
     std::this_thread::sleep_for(std::chrono::milliseconds(300));
     pollfd polled[kSilent];
     for (int i = 0; i < kSilent; ++i) polled[i] = {fds[i], POLLIN, 0};
     if (poll(polled, kSilent, 0) < 0) _exit(13);
     int refused = 0;
-    for (const pollfd& p : polled) refused += (p.revents & POLLIN) != 0 ? 1 : 0;
+    for (const pollfd& p : polled) {
+      if ((p.revents & POLLIN) == 0) continue;
+      shm::v1::Reply reply;
+      int fd = -1;
+      if (shm::v1::receive_reply(p.fd, &reply, &fd) &&
+          reply.code == static_cast<int32_t>(absl::StatusCode::kUnavailable) &&
+          absl::StrContains(std::string(reply.message, std::min<size_t>(reply.message_length,
+                                                                        sizeof(reply.message))),
+                            "kad has 64 other shared-memory connections of uid 65534 waiting "
+                            "for their handshake; try again"))
+        ++refused;
+    }
     if (write(ready[1], &refused, sizeof refused) != sizeof refused) _exit(12);
     for (int round = 0; round < 20; ++round) {  // until the parent has its answer
       std::this_thread::sleep_for(std::chrono::milliseconds(400));
@@ -401,13 +415,50 @@ TEST(ShmHandshakes, OneUsersSilentConnectionsLeaveOtherUsersTheirHandshakes) {
   int refused = -1;
   ASSERT_EQ(read(ready[0], &refused, sizeof refused), static_cast<ssize_t>(sizeof refused));
   close(ready[0]);
-  EXPECT_EQ(refused, kSilent - 4) << "of one uid's silent connections, all but four are refused";
+  EXPECT_EQ(refused, kSilent - 4 - 64)
+      << "of one uid's silent connections, four are answered, 64 wait, the rest are refused";
   const auto start = std::chrono::steady_clock::now();
   expect_bystander_served((*d)->unix_uri() + "?transport=shm", 21, kFillSource,
                           /*shared_memory=*/true);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(3));
   kill(child, SIGKILL);
   EXPECT_EQ(waitpid(child, nullptr, 0), child);
+}
+
+// Clients of one user that start together (a job's 32 ranks) all get their
+// shared-memory channels: the connections past the four handshakes a uid
+// has at once wait their turn rather than being refused.
+TEST(ShmHandshakes, ThirtyTwoClientsOfOneUserStartingAtOnceAllGetSharedMemory) {
+  auto d = Daemon::start({"--no-workers"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  constexpr int kClients = 32;
+  std::vector<std::unique_ptr<Client>> clients;
+  for (int i = 0; i < kClients; ++i) {
+    auto c = Client::connect((*d)->unix_uri() + "?transport=shm", absl::StrCat("rank-", i));
+    ASSERT_TRUE(c.ok()) << c.status();
+    clients.push_back(*std::move(c));
+  }
+  // Every client asks for its channel at the same moment.
+  std::atomic<int> arrived{0};
+  std::vector<absl::Status> results(kClients);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kClients; ++i) {
+    threads.emplace_back([&, i] {
+      arrived.fetch_add(1);
+      while (arrived.load() < kClients) std::this_thread::yield();
+      auto q = clients[i]->create_queue();
+      if (!q.ok()) {
+        results[i] = q.status();
+      } else if (!(*q)->shared_memory()) {
+        results[i] = absl::InternalError("the queue is not on shared memory");
+      } else {
+        results[i] = (*q)->ping();
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int i = 0; i < kClients; ++i)
+    EXPECT_TRUE(results[i].ok()) << "rank " << i << ": " << results[i];
 }
 
 }  // namespace
