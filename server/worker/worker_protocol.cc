@@ -31,6 +31,10 @@ absl::Status Connection::send(Op op, std::span<const std::byte> a, std::span<con
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
   }
+  const uint64_t total = sizeof header + a.size() + b.size();
+  const absl::Duration allowed = timeout + absl::Seconds(static_cast<double>(total) / kSlowestRead);
+  const absl::Time deadline = absl::Now() + allowed;
+  uint64_t sent = 0;
   // A stream socket may take part of a message: send the rest, without the
   // descriptor (it went with the first byte).
   while (msg.msg_iovlen > 0) {
@@ -39,13 +43,18 @@ absl::Status Connection::send(Op op, std::span<const std::byte> a, std::span<con
       if (errno == EINTR) continue;
       if (errno == EAGAIN || errno == EWOULDBLOCK) {
         // The socket is full: wait for the peer to take some, within the
-        // bound (counted afresh while it keeps taking).
+        // message's bound.
+        const absl::Duration left = deadline - absl::Now();
         pollfd p{fd_, POLLOUT, 0};
-        const int r = poll(&p, 1, static_cast<int>(absl::ToInt64Milliseconds(timeout)));
+        const int r = left <= absl::ZeroDuration()
+                          ? 0
+                          : poll(&p, 1,
+                                 static_cast<int>(absl::ToInt64Milliseconds(
+                                     absl::Ceil(left, absl::Milliseconds(1)))));
         if (r == 0) {
-          return absl::DeadlineExceededError(
-              absl::StrFormat("the worker took none of a message for %s: it stopped reading",
-                              absl::FormatDuration(timeout)));
+          return absl::DeadlineExceededError(absl::StrFormat(
+              "the worker took %d of the %d bytes of a message in %s: it stopped reading", sent,
+              total, absl::FormatDuration(allowed)));
         }
         if (r < 0 && errno != EINTR) {
           return absl::UnavailableError(
@@ -57,6 +66,7 @@ absl::Status Connection::send(Op op, std::span<const std::byte> a, std::span<con
     }
     msg.msg_control = nullptr;
     msg.msg_controllen = 0;
+    sent += static_cast<uint64_t>(n);
     size_t left = static_cast<size_t>(n);
     while (msg.msg_iovlen > 0 && left >= msg.msg_iov[0].iov_len) {
       left -= msg.msg_iov[0].iov_len;

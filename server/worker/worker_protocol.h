@@ -125,11 +125,15 @@ class Connection {
   // once the one before was answered; launches are small): one whose
   // socket stays full this long is taken to have stopped reading.
   static constexpr absl::Duration kSendTimeout = absl::Seconds(30);
+  // Besides, a worker reads a message at least this fast (bytes/s), as slow
+  // a machine as it may be: one that takes a byte now and then is a worker
+  // that stopped reading, however long the message.
+  static constexpr double kSlowestRead = 8.0 * (1 << 20);
 
   // Sends one message, with `pass_fd` attached when >= 0. DEADLINE_EXCEEDED
-  // when the peer has taken none of what is left of it for `timeout`: a
-  // worker that stops reading cannot hold kad's sending thread (and the
-  // locks it holds) for good.
+  // when the peer has not taken it all within `timeout` and a second for
+  // each kSlowestRead bytes: a worker that stops reading, or reads a byte at
+  // a time, cannot hold kad's sending thread (and the locks it holds) for good.
   absl::Status send(Op op, std::span<const std::byte> a, std::span<const std::byte> b = {},
                     int pass_fd = -1, absl::Duration timeout = kSendTimeout);
   // Receives what has arrived, at least one byte, waiting at most until

@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <thread>
 #include <vector>
 
@@ -63,6 +64,36 @@ TEST_F(WorkerProtocol, ASendToAPeerThatStopsReadingEndsAtItsTimeout) {
   EXPECT_EQ(received, sizeof(Header) + big.size());
   close(fds[0]);
   close(fds[1]);
+}
+
+// A peer that takes some now and then, too slowly, holds a sender no longer
+// than one that takes nothing: the whole message has its bound (the timeout, and a
+// second for each Connection::kSlowestRead bytes).
+TEST_F(WorkerProtocol, ASendToAPeerThatReadsALittleAtATimeEndsAtItsBound) {
+  Connection sender(a_);
+  const std::vector<std::byte> big(2 << 20);
+  std::atomic<bool> done{false};
+  std::thread trickle([&] {
+    // All that has arrived, every 250 ms (within the timeout each time:
+    // about 800 KiB/s), for 5 s at most.
+    const absl::Time give_up = absl::Now() + absl::Seconds(5);
+    std::vector<std::byte> some(1 << 20);
+    while (!done.load() && absl::Now() < give_up) {
+      if (read(b_, some.data(), some.size()) <= 0) break;
+      absl::SleepFor(absl::Milliseconds(250));
+    }
+  });
+  const absl::Time start = absl::Now();
+  const absl::Status stalled = sender.send(Op::kCompile, big, {}, -1, absl::Milliseconds(300));
+  const absl::Duration took = absl::Now() - start;
+  done.store(true);
+  trickle.join();
+  EXPECT_EQ(stalled.code(), absl::StatusCode::kDeadlineExceeded) << stalled;
+  EXPECT_NE(stalled.message().find("of the 2097168 bytes of a message in"), absl::string_view::npos)
+      << stalled;
+  // 300 ms and 1/8 s for each of its 2 MiB, where the peer would have
+  // taken 2.5 s.
+  EXPECT_LT(took, absl::Seconds(2)) << stalled;
 }
 
 TEST_F(WorkerProtocol, ADescriptorReachesItsOwnMessageBehindOthersInTheSameRead) {
