@@ -142,6 +142,10 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "cannot fork-bomb the machine (0: no bound; root is never bound: run kad as a "
                  "user of its own)")
       ->check(CLI::Range(0u, 1u << 20));
+  app.add_option("--worker-max-folder-bytes", c.worker_max_folder_bytes,
+                 "bytes one worker's folder (its temporary files and caches, the only folder it "
+                 "may write) may hold, in a tmpfs of its own, so that a client's code cannot fill "
+                 "the machine's disk or memory (0: no bound, the folder is on the disk)");
   app.add_flag("--worker-specialize", c.worker_specialize,
                "PoCL workers build a work-group function per work-group size (about 70 ms at a "
                "session's first launch of each kernel and size) rather than run the generic one "
@@ -198,6 +202,7 @@ ParseOutcome parse_config(int argc, char** argv) {
                                                    "launch_timeout",
                                                    "worker_spares",
                                                    "worker_max_processes",
+                                                   "worker_max_folder_bytes",
                                                    "worker_specialize",
                                                    "cuda_prefer_blocks",
                                                    "tenants"};
@@ -248,6 +253,8 @@ ParseOutcome parse_config(int argc, char** argv) {
         field = static_cast<uint32_t>(value);
         return true;
       };
+      set_u64("worker_max_folder_bytes", c.worker_max_folder_bytes,
+              app.get_option("--worker-max-folder-bytes"));
       if (!set_u32("device_queue_depth", c.daemon.limits.device_queue_depth,
                    app.get_option("--device-queue-depth"), uint64_t{1} << 16) ||
           !set_u32("worker_max_processes", c.worker_max_processes,

@@ -86,7 +86,7 @@ int serve_as_worker(Config config) {
   config.cache_dir = config.worker_dir.empty() ? "" : config.worker_dir + "/code-cache";
   start_lowering(config);
   absl::StatusOr<worker::Confinement> walls =
-      worker::confine_worker(worker::worker_sandbox(config.worker_dir));
+      worker::confine_worker(worker::worker_sandbox(config.worker_dir), config.worker_dir);
   if (!walls.ok()) return worker::serve_worker(3, nullptr, walls.status(), {});
   kad::DeviceRegistry registry = kad::discover_devices(
       {.cuda_prefer_blocks = config.cuda_prefer_blocks,
@@ -154,7 +154,10 @@ int serve(Config config) {
       return 2;
     }
     kad::server::worker::WorkerOptions& w = config.daemon.workers;
-    w.command = {self.string(), kad::server::worker_args(config), config.worker_max_processes};
+    w.command = {.executable = self.string(),
+                 .args = kad::server::worker_args(config),
+                 .max_processes = config.worker_max_processes,
+                 .max_folder_bytes = config.worker_max_folder_bytes};
     if (getuid() == 0 && config.worker_max_processes > 0) {
       spdlog::warn(
           "kad runs as root: Linux holds no process of root's to --worker-max-processes, so a "

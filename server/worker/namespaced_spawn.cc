@@ -5,12 +5,15 @@
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -24,6 +27,12 @@ struct ChildStart {
   char* const* envp;
   int socket_fd;
   uint32_t max_processes;
+  // With a folder to bound: written by the parent before the clone, so that
+  // the child only makes system calls.
+  const char* folder = nullptr;
+  char uid_map[48] = {};
+  char gid_map[48] = {};
+  char tmpfs_options[96] = {};
   // Written by the child when a step before its exec fails.
   const char* failed_step = nullptr;
   int error = 0;
@@ -33,6 +42,31 @@ struct ChildStart {
 // memory while kad's thread waits for it (CLONE_VM | CLONE_VFORK, as
 // posix_spawn does), so it makes system calls only: nothing that allocates
 // or takes a lock another of kad's threads may hold.
+// Writes `text` to the file at `path`; false with errno set when it cannot.
+bool write_file(const char* path, const char* text) {
+  const int fd = open(path, O_WRONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const size_t n = strlen(text);
+  const bool written = write(fd, text, n) == static_cast<ssize_t>(n);
+  const int error = errno;
+  close(fd);
+  errno = error;
+  return written;
+}
+
+// In the child: its folder covered by a tmpfs of its own. False when the
+// kernel refuses a step (the worker then starts without it).
+bool bound_folder(const ChildStart& c) {
+  // Its own ids mapped to themselves, before any file is made there.
+  if (!write_file("/proc/self/setgroups", "deny") || !write_file("/proc/self/uid_map", c.uid_map) ||
+      !write_file("/proc/self/gid_map", c.gid_map))
+    return false;
+  // Nothing it mounts reaches kad's namespace.
+  if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
+  // Not noexec: the driver loads the kernels it builds there.
+  return mount("kad-worker", c.folder, "tmpfs", MS_NOSUID | MS_NODEV, c.tmpfs_options) == 0;
+}
+
 int start_child(void* arg) {
   auto* c = static_cast<ChildStart*>(arg);
   auto fail = [c](const char* step) {
@@ -40,6 +74,7 @@ int start_child(void* arg) {
     c->failed_step = step;
     _exit(127);
   };
+  if (c->folder != nullptr) bound_folder(*c);
   // No handler of kad's may run here: signals it catches go back to their
   // default before the mask (all blocked by the parent) opens.
   for (int sig = 1; sig < NSIG; ++sig) {
@@ -81,7 +116,7 @@ int start_child(void* arg) {
 
 absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv[],
                                               char* const envp[], int socket_fd,
-                                              uint32_t max_processes) {
+                                              const NamespaceLimits& limits) {
   constexpr size_t kStackBytes = 256 * 1024;
   void* stack = mmap(nullptr, kStackBytes, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_STACK, -1, 0);
@@ -89,12 +124,29 @@ absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv
     return absl::UnavailableError(
         absl::StrFormat("cannot map a stack to start a worker: %s", std::strerror(errno)));
   }
-  ChildStart child{path, argv, envp, socket_fd, max_processes};
+  ChildStart child{path, argv, envp, socket_fd, limits.max_processes};
+  int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD;
+  if (limits.folder != nullptr && limits.folder_bytes > 0) {
+    child.folder = limits.folder;
+    std::snprintf(child.uid_map, sizeof child.uid_map, "%u %u 1", geteuid(), geteuid());
+    std::snprintf(child.gid_map, sizeof child.gid_map, "%u %u 1", getegid(), getegid());
+    std::snprintf(child.tmpfs_options, sizeof child.tmpfs_options,
+                  "size=%llu,nr_inodes=%llu,mode=0700",
+                  static_cast<unsigned long long>(limits.folder_bytes),
+                  static_cast<unsigned long long>(std::max<uint64_t>(limits.folder_files, 1)));
+    flags |= CLONE_NEWNS;
+  }
   sigset_t all, before;
   sigfillset(&all);
   pthread_sigmask(SIG_SETMASK, &all, &before);
-  const pid_t pid = clone(start_child, static_cast<char*>(stack) + kStackBytes,
-                          CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD, &child);
+  pid_t pid = clone(start_child, static_cast<char*>(stack) + kStackBytes, flags, &child);
+  if (pid < 0 && (flags & CLONE_NEWNS) != 0) {
+    // No mount namespace to be had where user and PID ones are (a
+    // confinement of kad's own): the worker goes without a folder of its
+    // own, and says so in its walls, rather than without its namespaces.
+    child.folder = nullptr;
+    pid = clone(start_child, static_cast<char*>(stack) + kStackBytes, flags & ~CLONE_NEWNS, &child);
+  }
   const int clone_error = errno;
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   munmap(stack, kStackBytes);

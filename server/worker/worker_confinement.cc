@@ -1,10 +1,13 @@
 #include "server/worker/worker_confinement.h"
 
 #include <linux/capability.h>
+#include <linux/magic.h>
 #include <sched.h>
 #include <seccomp.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -192,7 +195,8 @@ std::string describe_walls(uint32_t walls, int landlock_abi) {
                               {kWallNoCapabilities, "capabilities"},
                               {kWallSeccomp, "system calls"},
                               {kWallOwnProcesses, "own PID namespace"},
-                              {kWallProcessLimit, "process limit"}};
+                              {kWallProcessLimit, "process limit"},
+                              {kWallFolderSize, "folder size"}};
   constexpr uint32_t kLandlockWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets;
   std::vector<std::string> held, missing;
   for (const Named& n : kNames) ((walls & n.bit) != 0 ? held : missing).push_back(n.name);
@@ -228,12 +232,24 @@ ToolSandbox worker_sandbox(const std::string& worker_dir) {
   return sandbox;
 }
 
-absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox) {
+// Whether `folder` is a tmpfs mounted there (by namespaced_spawn, with a
+// size): not a folder of the disk or of a tmpfs that holds others' too.
+bool folder_of_its_own(const std::string& folder) {
+  struct statfs fs {};
+  struct stat here {
+  }, above{};
+  return !folder.empty() && statfs(folder.c_str(), &fs) == 0 && fs.f_type == TMPFS_MAGIC &&
+         stat(folder.c_str(), &here) == 0 && stat((folder + "/..").c_str(), &above) == 0 &&
+         here.st_dev != above.st_dev;
+}
+
+absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox, const std::string& folder) {
   if (const int threads = thread_count(); threads != 1) {
     return absl::FailedPreconditionError(
         absl::StrFormat("a worker must be confined before it starts threads; it has %d", threads));
   }
   Confinement out;
+  if (folder_of_its_own(folder)) out.walls |= kWallFolderSize;
   if (drop_capabilities()) out.walls |= kWallNoCapabilities;
 
   const SandboxReach reach = sandbox_reach();

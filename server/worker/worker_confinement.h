@@ -50,13 +50,17 @@ enum WallBits : uint32_t {
   // --worker-max-processes): a fork bomb fails there. kad clears it where
   // it runs as root, whose processes Linux holds to no such bound.
   kWallProcessLimit = 1u << 6,
+  // Its folder is a tmpfs of its own, of --worker-max-folder-bytes
+  // (namespaced_spawn.h): what a client's code writes there fills that
+  // alone, not the machine's disk or memory.
+  kWallFolderSize = 1u << 7,
 };
 inline constexpr uint32_t kAllWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets |
                                       kWallNoCapabilities | kWallSeccomp | kWallOwnProcesses |
-                                      kWallProcessLimit;
+                                      kWallProcessLimit | kWallFolderSize;
 
 // "files, TCP, signals and abstract sockets, capabilities, system calls, own
-// PID namespace, process limit" and, for what is missing, "not: TCP
+// PID namespace, process limit, folder size" and, for what is missing, "not: TCP
 // (Landlock ABI 3)".
 std::string describe_walls(uint32_t walls, int landlock_abi);
 
@@ -74,7 +78,9 @@ struct Confinement {
 // starts, so call it while the process has one thread: before the driver
 // starts its own (FAILED_PRECONDITION otherwise). Walls this kernel lacks are
 // left out and reported as missing; an error when one it has fails to rise.
-absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox);
+// `folder`: the worker's own, whose bound it reports (kWallFolderSize).
+absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox,
+                                           const std::string& folder = "");
 
 // confine_worker's last wall alone (seccomp), which also holds on kernels
 // without Landlock: for tests of what it refuses by itself.

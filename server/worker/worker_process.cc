@@ -75,8 +75,12 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
 
   // In namespaces of its own where kad may make them (namespaced_spawn.h),
   // else in kad's, said once.
-  absl::StatusOr<pid_t> namespaced = spawn_in_own_namespaces(
-      command.executable.c_str(), argv.data(), environ, fds[1], command.max_processes);
+  absl::StatusOr<pid_t> namespaced =
+      spawn_in_own_namespaces(command.executable.c_str(), argv.data(), environ, fds[1],
+                              {.max_processes = command.max_processes,
+                               .folder = dir.c_str(),
+                               .folder_bytes = command.max_folder_bytes,
+                               .folder_files = command.max_folder_files});
   if (namespaced.ok() || namespaced.status().code() != absl::StatusCode::kUnavailable) {
     close(fds[1]);
     if (!namespaced.ok()) {

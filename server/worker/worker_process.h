@@ -25,6 +25,12 @@ struct WorkerCommand {
   // Processes and threads a worker may run at once (--worker-max-processes;
   // 0: no bound). Held where a worker has namespaces of its own.
   uint32_t max_processes = 0;
+  // What a worker's folder (its $TMPDIR, its driver's and code caches: the
+  // only folder it may write) may hold, in a tmpfs of its own
+  // (--worker-max-folder-bytes; 0: no bound, the folder is on kad's
+  // temporary folder's disk). Held where a worker has namespaces of its own.
+  uint64_t max_folder_bytes = uint64_t{64} << 20;
+  uint64_t max_folder_files = 16384;
 };
 
 class WorkerProcess {

@@ -7,6 +7,7 @@
 // its next launch runs in a new worker; the daemon is the same process; and
 // kad's counters go back to where they were.
 #include <signal.h>
+#include <sys/statvfs.h>
 
 #include <algorithm>
 #include <chrono>
@@ -299,6 +300,41 @@ TEST(WorkerIsolationStuck, AWorkerThatDoesNotAnswerHoldsUpNoOneElse) {
       << "SIGTERM waited on a worker that does not answer";
 }
 
+// A worker kad started (a spare, with --worker-spares), waiting up to 10 s;
+// its NSpid line in `nspid`. 0 when there is none.
+pid_t spare_worker_of(const testing::Daemon& d, std::string* nspid) {
+  for (int i = 0; i < 1000; ++i) {
+    for (pid_t child : testing::children_of(d.pid())) {
+      const std::string status = testing::read_proc_file(absl::StrCat("/proc/", child, "/status"));
+      const size_t at = status.find("NSpid:");
+      if (at == std::string::npos) continue;
+      *nspid = status.substr(at, status.find('\n', at) - at);
+      return child;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return 0;
+}
+
+// The walls kad's workers hold, as `kactl status` shows them (waiting for
+// the first worker's report).
+std::string workers_walls(const testing::Daemon& d) {
+  auto c = Client::connect(d.unix_uri(), "walls");
+  if (!c.ok()) return c.status().ToString();
+  absl::StatusOr<client::ServiceStatus> status = (*c)->status();
+  for (int i = 0; i < 500 && status.ok() && status->workers_walls.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    status = (*c)->status();
+  }
+  return status.ok() ? status->workers_walls : status.status().ToString();
+}
+
+// Whether `walls` (describe_walls) names `wall` among those held.
+bool holds_wall(const std::string& walls, const std::string& wall) {
+  const size_t at = walls.find(wall), missing = walls.find("not:");
+  return at != std::string::npos && (missing == std::string::npos || at < missing);
+}
+
 // A worker's threads and processes are bounded (--worker-max-processes),
 // so that a kernel that takes its worker over cannot fork-bomb the machine
 // (the bound itself: NamespacedSpawn.AWorkersProcessLimitStopsAForkBomb...).
@@ -307,18 +343,8 @@ TEST(WorkerIsolationStuck, AWorkerThatDoesNotAnswerHoldsUpNoOneElse) {
 TEST(WorkerProcessLimit, KadStartsItsWorkersWithTheLimitItWasGivenAndSaysWhenItCannotHold) {
   auto d = testing::Daemon::start({"--worker-max-processes", "48", "--worker-spares", "1"});
   ASSERT_TRUE(d.ok()) << d.status();
-  pid_t spare = 0;
   std::string nspid;
-  for (int i = 0; i < 1000 && spare == 0; ++i) {
-    for (pid_t child : testing::children_of((*d)->pid())) {
-      const std::string status = testing::read_proc_file(absl::StrCat("/proc/", child, "/status"));
-      const size_t at = status.find("NSpid:");
-      if (at == std::string::npos) continue;
-      spare = child;
-      nspid = status.substr(at, status.find('\n', at) - at);
-    }
-    if (spare == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  const pid_t spare = spare_worker_of(**d, &nspid);
   ASSERT_NE(spare, 0) << "kad started no spare worker: " << (*d)->log();
   // Two pids (kad's view and its own): a worker in its own namespaces,
   // where the limit counts its own processes alone.
@@ -328,24 +354,35 @@ TEST(WorkerProcessLimit, KadStartsItsWorkersWithTheLimitItWasGivenAndSaysWhenItC
     EXPECT_THAT(limits, ::testing::ContainsRegex("Max processes +48 +48 ")) << limits;
   }
 
-  auto c = Client::connect((*d)->unix_uri(), "walls");
-  ASSERT_TRUE(c.ok()) << c.status();
-  absl::StatusOr<client::ServiceStatus> status = (*c)->status();
-  for (int i = 0; i < 500 && status.ok() && status->workers_walls.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    status = (*c)->status();
-  }
-  ASSERT_TRUE(status.ok()) << status.status();
-  const bool held = namespaced && getuid() != 0;
-  const std::string walls = status->workers_walls;
-  const size_t missing = walls.find("not:");
-  EXPECT_EQ(walls.find("process limit") != std::string::npos &&
-                (missing == std::string::npos || walls.find("process limit") < missing),
-            held)
-      << walls;
+  const std::string walls = workers_walls(**d);
+  EXPECT_EQ(holds_wall(walls, "process limit"), namespaced && getuid() != 0) << walls;
   EXPECT_EQ(absl::StrContains((*d)->log(), "kad runs as root: Linux holds no process of root's"),
             getuid() == 0)
       << (*d)->log();
+}
+
+// A worker's folder (its only writable one) is a tmpfs of its own of
+// --worker-max-folder-bytes (the bound itself:
+// NamespacedSpawn.AWorkersFolderHoldsNoMoreThanItsBound...); with 0 it is a
+// folder of kad's temporary folder, and kad says the wall is missing.
+TEST(WorkerFolder, KadBoundsEachWorkersFolderAsToldAndSaysWhenItDoesNot) {
+  for (const char* bytes : {"4194304", "0"}) {
+    SCOPED_TRACE(bytes);
+    auto d = testing::Daemon::start({"--worker-max-folder-bytes", bytes, "--worker-spares", "1"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    std::string nspid;
+    const pid_t spare = spare_worker_of(**d, &nspid);
+    ASSERT_NE(spare, 0) << "kad started no spare worker: " << (*d)->log();
+    const bool namespaced = std::count(nspid.begin(), nspid.end(), '\t') == 2;
+    const std::string walls = workers_walls(**d);
+    const bool bounded = namespaced && std::string(bytes) != "0";
+    EXPECT_EQ(holds_wall(walls, "folder size"), bounded) << walls;
+    struct statvfs fs {};
+    ASSERT_EQ(statvfs(testing::worker_folder_inside(spare).c_str(), &fs), 0);
+    if (bounded) {
+      EXPECT_EQ(fs.f_blocks * fs.f_frsize, 4194304u);
+    }
+  }
 }
 
 }  // namespace

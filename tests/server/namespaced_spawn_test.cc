@@ -9,9 +9,11 @@
 #include <grp.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -116,11 +118,15 @@ TEST(NamespacedSpawn, AWorkerSeesNoProcessOutsideItsNamespaceAndTakesWhatItStart
 }
 
 // How many of 20 background sleeps a shell in a worker's place starts, run
-// as `uid` with spawn_in_own_namespaces(max_processes): the shell (dash)
-// gives up at the first fork that fails. -1: namespaces cannot be made here.
+// as `uid` with spawn_in_own_namespaces(max_processes), and a folder of its
+// own as a worker has (its ids then mapped in its namespace): the shell
+// (dash) gives up at the first fork that fails. -1: namespaces cannot be
+// made here.
 int sleeps_started(uid_t uid, uint32_t max_processes) {
   int result[2];
   if (pipe(result) != 0) return -2;
+  char folder[] = "/tmp/kad-folder-XXXXXX";
+  if (mkdtemp(folder) == nullptr || chmod(folder, 0777) != 0) return -2;
   const pid_t tester = fork();
   if (tester == 0) {
     close(result[0]);
@@ -135,8 +141,11 @@ int sleeps_started(uid_t uid, uint32_t max_processes) {
           "i=0; while [ $i -lt 20 ]; do sleep 30 & i=$((i+1)); echo $i >&3; done; "
           "echo done >&3; wait";
       char* argv[] = {sh, c, script, nullptr};
-      absl::StatusOr<pid_t> shell =
-          spawn_in_own_namespaces(sh, argv, environ, fds[1], max_processes);
+      absl::StatusOr<pid_t> shell = spawn_in_own_namespaces(sh, argv, environ, fds[1],
+                                                            {.max_processes = max_processes,
+                                                             .folder = folder,
+                                                             .folder_bytes = 1 << 20,
+                                                             .folder_files = 64});
       close(fds[1]);
       started = -1;
       if (shell.ok()) {
@@ -157,6 +166,7 @@ int sleeps_started(uid_t uid, uint32_t max_processes) {
   if (read(result[0], &started, sizeof started) != sizeof started) started = -2;
   close(result[0]);
   waitpid(tester, nullptr, 0);
+  std::filesystem::remove_all(folder);
   return started;
 }
 
@@ -172,6 +182,52 @@ TEST(NamespacedSpawn, AWorkersProcessLimitStopsAForkBombInItsNamespace) {
   // Linux holds root to no such limit: why kad reports the wall missing
   // when it runs as root.
   EXPECT_EQ(sleeps_started(0, 8), 20);
+}
+
+// A worker's folder is a tmpfs of its own, in its own mount namespace: what
+// its code writes there stops at the bound, in bytes and in files, and none
+// of it reaches the folder kad made (nor the disk under it). Its uid is
+// kad's, mapped to itself, so that it can make files there at all.
+TEST(NamespacedSpawn, AWorkersFolderHoldsNoMoreThanItsBoundAndNothingReachesKads) {
+  char folder[] = "/tmp/kad-folder-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  const std::string script = absl::StrCat(
+      "cd ", folder,
+      " || exit 1; dd if=/dev/zero of=big bs=64k count=100 2>/dev/null; "
+      "stat -c %s big >&3; rm big; "
+      "i=0; while [ $i -lt 200 ] && touch f$i 2>/dev/null; do i=$((i+1)); done; echo $i >&3; "
+      "id -u >&3; "
+      "grep -c ' ",
+      folder, " tmpfs ' /proc/self/mounts >&3");
+  std::vector<std::string> args{"/bin/sh", "-c", script};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  absl::StatusOr<pid_t> shell =
+      spawn_in_own_namespaces("/bin/sh", argv.data(), environ, fds[1],
+                              {.folder = folder, .folder_bytes = 1 << 20, .folder_files = 64});
+  close(fds[1]);
+  if (absl::IsUnavailable(shell.status())) {
+    close(fds[0]);
+    std::filesystem::remove_all(folder);
+    GTEST_SKIP() << shell.status();
+  }
+  ASSERT_TRUE(shell.ok()) << shell.status();
+  EXPECT_EQ(read_line(fds[0]), "1048576") << "a file larger than the folder's bound";
+  int files = -1;
+  EXPECT_TRUE(absl::SimpleAtoi(read_line(fds[0]), &files));
+  EXPECT_GT(files, 32);
+  EXPECT_LT(files, 64) << "more files than the folder's bound";
+  EXPECT_EQ(read_line(fds[0]), absl::StrCat(geteuid()));
+  EXPECT_EQ(read_line(fds[0]), "1") << "the folder is not a tmpfs of its own";
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(*shell, &status, 0), *shell);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  EXPECT_TRUE(std::filesystem::is_empty(folder)) << "the worker wrote into kad's own folder";
+  std::filesystem::remove_all(folder);
 }
 
 TEST(NamespacedSpawn, AProgramThatCannotStartIsAnErrorNamingIt) {

@@ -311,11 +311,13 @@ TEST(WorkerConfinement, KadsWorkersBuildAndRunKernelsBehindEveryWall) {
 
   EXPECT_EQ(pool.stats().compile_workers, 1u);
 
-  // Its own folder lives as long as it does, and holds its driver's cache.
+  // Its own folder lives as long as it does, and holds its driver's cache
+  // (in a tmpfs of its own, seen through its mount namespace).
   const std::string dir = testing::worker_dir_of(pid);
   ASSERT_FALSE(dir.empty());
   EXPECT_TRUE(fs::is_directory(dir));
-  EXPECT_TRUE(fs::is_directory(fs::path(dir) / "driver-cache" / "pocl")) << dir;
+  const std::string inside = testing::worker_folder_inside(pid);
+  EXPECT_TRUE(fs::is_directory(fs::path(inside) / "driver-cache" / "pocl")) << inside;
   queue->reset();
   buffer->reset();
   device.reset();

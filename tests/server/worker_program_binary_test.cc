@@ -110,7 +110,7 @@ TEST(WorkerProgramBinaries, AKernelIsBuiltOnceAndEverySessionsWorkerLoadsItsBina
 // kernel `entry`: "0-0-0" is the generic one, others are per size.
 std::set<std::string> workgroup_functions(pid_t worker, const std::string& entry) {
   std::set<std::string> found;
-  const std::string dir = testing::worker_dir_of(worker);
+  const std::string dir = testing::worker_folder_inside(worker);
   std::error_code ec;
   for (const auto& e : fs::recursive_directory_iterator(fs::path(dir) / "driver-cache", ec)) {
     if (e.is_directory() && e.path().parent_path().filename() == entry)

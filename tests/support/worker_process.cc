@@ -41,6 +41,11 @@ std::string worker_dir_of(pid_t pid) {
   return {};
 }
 
+std::string worker_folder_inside(pid_t pid) {
+  const std::string dir = worker_dir_of(pid);
+  return dir.empty() ? "" : absl::StrCat("/proc/", pid, "/root", dir);
+}
+
 std::vector<pid_t> children_of(pid_t parent) {
   std::vector<pid_t> out;
   std::error_code ec;
