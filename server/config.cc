@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "core/kernel_lowering.h"
 #include "server/tenant_config.h"
+#include "server/worker/worker_process.h"
 
 namespace kad::server {
 
@@ -142,6 +143,11 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "cannot fork-bomb the machine (0: no bound; root is never bound: run kad as a "
                  "user of its own)")
       ->check(CLI::Range(0u, 1u << 20));
+  c.worker_max_memory = worker::default_worker_max_memory();
+  app.add_option("--worker-max-memory", c.worker_max_memory,
+                 "bytes one worker may allocate for itself (heap, thread stacks; its session's "
+                 "buffers are not counted), so that a client's code that takes its worker over "
+                 "stops there, not at the machine's OOM killer (0: no bound)");
   app.add_option("--worker-max-folder-bytes", c.worker_max_folder_bytes,
                  "bytes one worker's folder (its temporary files and caches, the only folder it "
                  "may write) may hold, in a tmpfs of its own, so that a client's code cannot fill "
@@ -203,6 +209,7 @@ ParseOutcome parse_config(int argc, char** argv) {
                                                    "worker_spares",
                                                    "worker_max_processes",
                                                    "worker_max_folder_bytes",
+                                                   "worker_max_memory",
                                                    "worker_specialize",
                                                    "cuda_prefer_blocks",
                                                    "tenants"};
@@ -255,6 +262,7 @@ ParseOutcome parse_config(int argc, char** argv) {
       };
       set_u64("worker_max_folder_bytes", c.worker_max_folder_bytes,
               app.get_option("--worker-max-folder-bytes"));
+      set_u64("worker_max_memory", c.worker_max_memory, app.get_option("--worker-max-memory"));
       if (!set_u32("device_queue_depth", c.daemon.limits.device_queue_depth,
                    app.get_option("--device-queue-depth"), uint64_t{1} << 16) ||
           !set_u32("worker_max_processes", c.worker_max_processes,

@@ -38,6 +38,10 @@ struct Config {
   uint32_t worker_max_processes = 0;
   // Bytes a worker's folder may hold, in a tmpfs of its own (0: no bound).
   uint64_t worker_max_folder_bytes = uint64_t{64} << 20;
+  // Memory one worker may allocate for itself (0: no bound). Set from the
+  // machine's cores when the flags are parsed
+  // (worker::default_worker_max_memory).
+  uint64_t worker_max_memory = 0;
   // PoCL in workers builds a work-group function per work-group size (about
   // 70 ms at a worker's first launch of each kernel and size) instead of
   // running the program binary's generic one: faster kernels that use

@@ -157,7 +157,8 @@ int serve(Config config) {
     w.command = {.executable = self.string(),
                  .args = kad::server::worker_args(config),
                  .max_processes = config.worker_max_processes,
-                 .max_folder_bytes = config.worker_max_folder_bytes};
+                 .max_folder_bytes = config.worker_max_folder_bytes,
+                 .max_data_bytes = config.worker_max_memory};
     if (getuid() == 0 && config.worker_max_processes > 0) {
       spdlog::warn(
           "kad runs as root: Linux holds no process of root's to --worker-max-processes, so a "

@@ -27,6 +27,7 @@ struct ChildStart {
   char* const* envp;
   int socket_fd;
   uint32_t max_processes;
+  uint64_t max_data_bytes = 0;
   // With a folder to bound: written by the parent before the clone, so that
   // the child only makes system calls.
   const char* folder = nullptr;
@@ -104,6 +105,10 @@ int start_child(void* arg) {
     const rlimit processes{c->max_processes, c->max_processes};
     if (setrlimit(RLIMIT_NPROC, &processes) != 0) fail("setrlimit of its processes");
   }
+  if (c->max_data_bytes > 0) {
+    const rlimit data{c->max_data_bytes, c->max_data_bytes};
+    if (setrlimit(RLIMIT_DATA, &data) != 0) fail("setrlimit of its memory");
+  }
   sigset_t none;
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail("sigprocmask");
@@ -124,7 +129,7 @@ absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv
     return absl::UnavailableError(
         absl::StrFormat("cannot map a stack to start a worker: %s", std::strerror(errno)));
   }
-  ChildStart child{path, argv, envp, socket_fd, limits.max_processes};
+  ChildStart child{path, argv, envp, socket_fd, limits.max_processes, limits.max_data_bytes};
   int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD;
   if (limits.folder != nullptr && limits.folder_bytes > 0) {
     child.folder = limits.folder;

@@ -36,6 +36,11 @@ struct NamespaceLimits {
   // process of root's to it: under a kad that runs as root, workers have no
   // such bound (WorkerProcess reports the wall missing). 0: none.
   uint32_t max_processes = 0;
+  // Bounds the memory the worker allocates for itself: its heap, thread
+  // stacks and other private writable mappings (RLIMIT_DATA; the memfds of
+  // its session's buffers, which kad charges, do not count). Root is held
+  // to it too. 0: none.
+  uint64_t max_data_bytes = 0;
   // The worker's folder, covered in its mount namespace by a tmpfs of
   // `folder_bytes` and `folder_files`; none when null or 0 bytes. Where the
   // kernel refuses the mount the worker starts without it (and says so in

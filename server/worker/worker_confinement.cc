@@ -196,7 +196,8 @@ std::string describe_walls(uint32_t walls, int landlock_abi) {
                               {kWallSeccomp, "system calls"},
                               {kWallOwnProcesses, "own PID namespace"},
                               {kWallProcessLimit, "process limit"},
-                              {kWallFolderSize, "folder size"}};
+                              {kWallFolderSize, "folder size"},
+                              {kWallMemoryLimit, "memory limit"}};
   constexpr uint32_t kLandlockWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets;
   std::vector<std::string> held, missing;
   for (const Named& n : kNames) ((walls & n.bit) != 0 ? held : missing).push_back(n.name);
@@ -250,6 +251,9 @@ absl::StatusOr<Confinement> confine_worker(const ToolSandbox& sandbox, const std
   }
   Confinement out;
   if (folder_of_its_own(folder)) out.walls |= kWallFolderSize;
+  // Set before its exec, hard and soft: it has no capability to raise it.
+  if (rlimit data{}; getrlimit(RLIMIT_DATA, &data) == 0 && data.rlim_max != RLIM_INFINITY)
+    out.walls |= kWallMemoryLimit;
   if (drop_capabilities()) out.walls |= kWallNoCapabilities;
 
   const SandboxReach reach = sandbox_reach();

@@ -54,13 +54,16 @@ enum WallBits : uint32_t {
   // (namespaced_spawn.h): what a client's code writes there fills that
   // alone, not the machine's disk or memory.
   kWallFolderSize = 1u << 7,
+  // A bound on the memory it allocates for itself (RLIMIT_DATA,
+  // --worker-max-memory): a runaway stops there, not at the machine's OOM.
+  kWallMemoryLimit = 1u << 8,
 };
 inline constexpr uint32_t kAllWalls = kWallFiles | kWallTcp | kWallSignalsAndAbstractSockets |
                                       kWallNoCapabilities | kWallSeccomp | kWallOwnProcesses |
-                                      kWallProcessLimit | kWallFolderSize;
+                                      kWallProcessLimit | kWallFolderSize | kWallMemoryLimit;
 
 // "files, TCP, signals and abstract sockets, capabilities, system calls, own
-// PID namespace, process limit, folder size" and, for what is missing, "not: TCP
+// PID namespace, process limit, folder size, memory limit" and, for what is missing, "not: TCP
 // (Landlock ABI 3)".
 std::string describe_walls(uint32_t walls, int landlock_abi);
 

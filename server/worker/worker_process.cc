@@ -48,6 +48,11 @@ absl::Status WorkerProcess::set_nice(int nice) {
   return absl::OkStatus();
 }
 
+uint64_t default_worker_max_memory() {
+  return (uint64_t{2} << 30) +
+         (uint64_t{16} << 20) * std::max(1u, std::thread::hardware_concurrency());
+}
+
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const WorkerCommand& command,
                                                                     const std::string& device_id) {
   int fds[2];
@@ -78,6 +83,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   absl::StatusOr<pid_t> namespaced =
       spawn_in_own_namespaces(command.executable.c_str(), argv.data(), environ, fds[1],
                               {.max_processes = command.max_processes,
+                               .max_data_bytes = command.max_data_bytes,
                                .folder = dir.c_str(),
                                .folder_bytes = command.max_folder_bytes,
                                .folder_files = command.max_folder_files});

@@ -19,6 +19,11 @@ namespace kad::server::worker {
 
 // How to start a worker: the kad executable and the settings it shares with
 // the daemon (toolchain limits, code cache), as command-line flags.
+// The memory a worker may allocate for itself by default: its driver's
+// thread stacks (8 MiB each, one per core) and a margin for its compiler
+// and heap (a worker uses about 60 MB at rest): 2 GiB and 16 MiB per core.
+uint64_t default_worker_max_memory();
+
 struct WorkerCommand {
   std::string executable;
   std::vector<std::string> args;
@@ -31,6 +36,10 @@ struct WorkerCommand {
   // temporary folder's disk). Held where a worker has namespaces of its own.
   uint64_t max_folder_bytes = uint64_t{64} << 20;
   uint64_t max_folder_files = 16384;
+  // Memory a worker may allocate for itself (--worker-max-memory,
+  // RLIMIT_DATA: heap, thread stacks; not its session's buffers). 0: none.
+  // Held where a worker has namespaces of its own.
+  uint64_t max_data_bytes = default_worker_max_memory();
 };
 
 class WorkerProcess {

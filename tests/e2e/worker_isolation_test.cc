@@ -362,13 +362,17 @@ TEST(WorkerProcessLimit, KadStartsItsWorkersWithTheLimitItWasGivenAndSaysWhenItC
 }
 
 // A worker's folder (its only writable one) is a tmpfs of its own of
-// --worker-max-folder-bytes (the bound itself:
-// NamespacedSpawn.AWorkersFolderHoldsNoMoreThanItsBound...); with 0 it is a
-// folder of kad's temporary folder, and kad says the wall is missing.
-TEST(WorkerFolder, KadBoundsEachWorkersFolderAsToldAndSaysWhenItDoesNot) {
+// --worker-max-folder-bytes, and the memory it allocates for itself is
+// bounded by --worker-max-memory (the bounds themselves:
+// NamespacedSpawn.AWorkersFolderHoldsNoMoreThanItsBound...,
+// ...AWorkersMemoryLimitRefuses...); with 0 there is none, and kad says the
+// walls are missing.
+TEST(WorkerResources, KadBoundsEachWorkersFolderAndMemoryAsToldAndSaysWhenItDoesNot) {
   for (const char* bytes : {"4194304", "0"}) {
     SCOPED_TRACE(bytes);
-    auto d = testing::Daemon::start({"--worker-max-folder-bytes", bytes, "--worker-spares", "1"});
+    const std::string memory = std::string(bytes) == "0" ? "0" : "1073741824";
+    auto d = testing::Daemon::start({"--worker-max-folder-bytes", bytes, "--worker-max-memory",
+                                     memory, "--worker-spares", "1"});
     ASSERT_TRUE(d.ok()) << d.status();
     std::string nspid;
     const pid_t spare = spare_worker_of(**d, &nspid);
@@ -381,6 +385,12 @@ TEST(WorkerFolder, KadBoundsEachWorkersFolderAsToldAndSaysWhenItDoesNot) {
     ASSERT_EQ(statvfs(testing::worker_folder_inside(spare).c_str(), &fs), 0);
     if (bounded) {
       EXPECT_EQ(fs.f_blocks * fs.f_frsize, 4194304u);
+    }
+    EXPECT_EQ(holds_wall(walls, "memory limit"), bounded) << walls;
+    const std::string limits = testing::read_proc_file(absl::StrCat("/proc/", spare, "/limits"));
+    if (bounded) {
+      EXPECT_THAT(limits, ::testing::ContainsRegex("Max data size +1073741824 +1073741824 "))
+          << limits;
     }
   }
 }

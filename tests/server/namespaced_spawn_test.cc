@@ -230,6 +230,32 @@ TEST(NamespacedSpawn, AWorkersFolderHoldsNoMoreThanItsBoundAndNothingReachesKads
   std::filesystem::remove_all(folder);
 }
 
+// A worker's memory of its own (heap, stacks: RLIMIT_DATA) is bounded, root
+// or not: an allocation past the bound fails in the worker, one within it
+// does not.
+TEST(NamespacedSpawn, AWorkersMemoryLimitRefusesAnAllocationPastIt) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  // dd allocates its block: 256 MiB past the bound of 128, 16 MiB within.
+  char sh[] = "/bin/sh", c[] = "-c";
+  char script[] =
+      "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null; echo $? >&3; "
+      "dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null; echo $? >&3";
+  char* argv[] = {sh, c, script, nullptr};
+  absl::StatusOr<pid_t> shell =
+      spawn_in_own_namespaces(sh, argv, environ, fds[1], {.max_data_bytes = uint64_t{128} << 20});
+  close(fds[1]);
+  if (absl::IsUnavailable(shell.status())) {
+    close(fds[0]);
+    GTEST_SKIP() << shell.status();
+  }
+  ASSERT_TRUE(shell.ok()) << shell.status();
+  EXPECT_EQ(read_line(fds[0]), "1") << "256 MiB allocated under a bound of 128";
+  EXPECT_EQ(read_line(fds[0]), "0") << "16 MiB refused under a bound of 128";
+  close(fds[0]);
+  ASSERT_EQ(waitpid(*shell, nullptr, 0), *shell);
+}
+
 TEST(NamespacedSpawn, AProgramThatCannotStartIsAnErrorNamingIt) {
   int fds[2];
   ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
