@@ -39,11 +39,8 @@ struct ChildStart {
   int error = 0;
 };
 
-// The child, until its exec: it runs on a stack of its own but shares kad's
-// memory while kad's thread waits for it (CLONE_VM | CLONE_VFORK, as
-// posix_spawn does), so it makes system calls only: nothing that allocates
-// or takes a lock another of kad's threads may hold.
 // Writes `text` to the file at `path`; false with errno set when it cannot.
+// (In the child: system calls only.)
 bool write_file(const char* path, const char* text) {
   const int fd = open(path, O_WRONLY | O_CLOEXEC);
   if (fd < 0) return false;
@@ -68,6 +65,10 @@ bool bound_folder(const ChildStart& c) {
   return mount("kad-worker", c.folder, "tmpfs", MS_NOSUID | MS_NODEV, c.tmpfs_options) == 0;
 }
 
+// The child, until its exec: it runs on a stack of its own but shares kad's
+// memory while kad's thread waits for it (CLONE_VM | CLONE_VFORK, as
+// posix_spawn does), so it makes system calls only: nothing that allocates
+// or takes a lock another of kad's threads may hold.
 int start_child(void* arg) {
   auto* c = static_cast<ChildStart*>(arg);
   auto fail = [c](const char* step) {
