@@ -34,13 +34,15 @@ bool send_status_reply(int socket, const absl::Status& status, int fd, uint64_t 
 
 // Refuses a connection before its hello is served: reads what the client
 // sent already (a socket closed with a message unread resets the client's
-// end, and it would never read why), answers `status` and closes.
+// end, and it would never read why), answers `status` and closes. A few
+// messages at most: a client that keeps sending holds the accept thread no
+// longer (its one hello is all a client sends before an answer).
 void refuse_connection(int socket, const absl::Status& status) {
   union {
     Hello hello;
     MapBuffer map;
   } unread;
-  while (recv(socket, &unread, sizeof(unread), MSG_DONTWAIT) > 0) {
+  for (int i = 0; i < 4 && recv(socket, &unread, sizeof(unread), MSG_DONTWAIT) > 0; ++i) {
   }
   send_status_reply(socket, status, -1, 0);
   close(socket);
