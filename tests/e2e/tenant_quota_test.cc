@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -314,26 +315,74 @@ TEST_F(TenantQuotas, ThousandsOfRequestsFromOneTenantLeaveAnotherTenantsLaunches
   EXPECT_TRUE(tenant_back_to_zero("local"));
 }
 
-// DESIGN §8's global guard: what clients make kad hold in its own host
-// memory (module copies, zero-copy buffers, channel and queue rings) is bounded for
-// all of them together; past it a request is RESOURCE_EXHAUSTED naming
-// --max-host-memory, and what goes gives its share back.
+// kad whose tenant `local` (this test's user) has a quota of launches in
+// flight, and the session objects a launch of `fill` needs.
+class LaunchesInFlight : public ::testing::Test {
+ protected:
+  void start(uint32_t quota, uint32_t device_queue_depth) {
+    char dir[] = "/tmp/kad-in-flight-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    std::ofstream(dir_ + "/kad.toml")
+        << "[tenants.local]\nuids = [" << getuid() << "]\nlaunches_in_flight = " << quota << "\n";
+    auto d = Daemon::start({"--no-workers", "--device-queue-depth",
+                            std::to_string(device_queue_depth), "--config", dir_ + "/kad.toml"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = *std::move(d);
+  }
+  void TearDown() override {
+    daemon_.reset();
+    if (!dir_.empty()) std::filesystem::remove_all(dir_);
+  }
+  std::string uri(const char* transport) const {
+    return daemon_->unix_uri() + "?transport=" + transport;
+  }
+
+  // A session on `uri` with the fill kernel, a buffer of `ints` and a queue.
+  struct FillSession {
+    std::unique_ptr<Client> client;
+    std::optional<client::Kernel> fill;
+    std::optional<client::Buffer> buffer;
+    std::unique_ptr<client::Queue> queue;
+  };
+  static FillSession fill_session(const std::string& uri, uint64_t ints) {
+    FillSession f;
+    auto c = Client::connect(uri, "fill");
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return f;
+    f.client = *std::move(c);
+    auto module = f.client->load_module(kFillSource);
+    EXPECT_TRUE(module.ok()) << module.status();
+    if (!module.ok()) return f;
+    auto fill = f.client->get_kernel(
+        *module, {.entry = "fill",
+                  .args = {client::ArgSpec::buffer(),
+                           client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    auto buffer = f.client->allocate(ints * sizeof(int32_t));
+    auto queue = f.client->create_queue();
+    EXPECT_TRUE(fill.ok() && buffer.ok() && queue.ok())
+        << fill.status() << buffer.status() << queue.status();
+    if (fill.ok()) f.fill = *fill;
+    if (buffer.ok()) f.buffer = *buffer;
+    if (queue.ok()) f.queue = *std::move(queue);
+    return f;
+  }
+
+  std::string dir_;
+  std::unique_ptr<Daemon> daemon_;
+};
+
 // A tenant's launches in flight are those not yet known to have ended: the
 // device's scheduler gives back what ended whether or not the client waits.
 // A client that pipelines past the quota without a wait goes on launching,
 // and holds at most what is still in kad or on the device, so that other
 // sessions of its tenant (the default tenant's are everyone's) still launch.
-TEST(LaunchesInFlight, LaunchesThatEndedStopCountingWithoutAWait) {
-  char dir[] = "/tmp/kad-in-flight-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
+TEST_F(LaunchesInFlight, LaunchesThatEndedStopCountingWithoutAWait) {
   constexpr uint32_t kDepth = 4;
   constexpr uint32_t kQuota = kDepth + server::ScheduledQueue::kHeldLaunches + 4;
-  std::ofstream(std::string(dir) + "/kad.toml")
-      << "[tenants.local]\nuids = [" << getuid() << "]\nlaunches_in_flight = " << kQuota << "\n";
-  auto d = Daemon::start({"--no-workers", "--device-queue-depth", std::to_string(kDepth),
-                          "--config", std::string(dir) + "/kad.toml"});
-  ASSERT_TRUE(d.ok()) << d.status();
-  auto observer = Client::connect((*d)->unix_uri() + "?transport=grpc", "observer");
+  start(kQuota, kDepth);
+  ASSERT_NE(daemon_, nullptr);
+  auto observer = Client::connect(uri("grpc"), "observer");
   ASSERT_TRUE(observer.ok()) << observer.status();
   auto in_flight = [&]() -> int64_t {
     auto s = (*observer)->status();
@@ -347,82 +396,57 @@ TEST(LaunchesInFlight, LaunchesThatEndedStopCountingWithoutAWait) {
 
   for (const char* transport : {"grpc", "shm"}) {
     SCOPED_TRACE(transport);
-    const std::string uri = (*d)->unix_uri() + "?transport=" + transport;
-    auto pipeline = Client::connect(uri, "pipeline");
-    ASSERT_TRUE(pipeline.ok()) << pipeline.status();
-    auto module = (*pipeline)->load_module(kFillSource);
-    ASSERT_TRUE(module.ok()) << module.status();
-    auto fill = (*pipeline)->get_kernel(
-        *module, {.entry = "fill",
-                  .args = {client::ArgSpec::buffer(),
-                           client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
-    ASSERT_TRUE(fill.ok()) << fill.status();
-    auto buffer = (*pipeline)->allocate(64 * sizeof(int32_t));
-    ASSERT_TRUE(buffer.ok()) << buffer.status();
-    auto queue = (*pipeline)->create_queue();
-    ASSERT_TRUE(queue.ok()) << queue.status();
-    const client::Arg args[] = {client::Arg::buffer(*buffer), client::Arg::scalar<int32_t>(7)};
+    FillSession pipeline = fill_session(uri(transport), 64);
+    ASSERT_TRUE(pipeline.queue && pipeline.fill && pipeline.buffer);
+    const client::Arg args[] = {client::Arg::buffer(*pipeline.buffer),
+                                client::Arg::scalar<int32_t>(7)};
     // Ten times the quota, never waiting: each launch is accepted.
     for (uint32_t i = 0; i < 10 * kQuota; ++i) {
-      absl::Status launched = (*queue)->launch(*fill, client::Dims{64}, nullptr, args).status();
+      absl::Status launched =
+          pipeline.queue->launch(*pipeline.fill, client::Dims{64}, nullptr, args).status();
       ASSERT_TRUE(launched.ok()) << "launch " << i << ": " << launched;
     }
-    ASSERT_TRUE((*queue)->ping().ok());  // every launch has reached kad
+    ASSERT_TRUE(pipeline.queue->ping().ok());  // every launch has reached kad
     // What the client left unwaited is what kad still holds or the device runs.
     EXPECT_LE(in_flight(), kDepth + server::ScheduledQueue::kHeldLaunches);
     // Another session of the tenant launches meanwhile.
-    expect_bystander_served(uri, 5);
+    expect_bystander_served(uri(transport), 5);
 
     std::vector<int32_t> out(64);
-    ASSERT_TRUE((*queue)->read(*buffer, 0, bytes_of(out)).ok());
+    ASSERT_TRUE(pipeline.queue->read(*pipeline.buffer, 0, bytes_of(out)).ok());
     EXPECT_EQ(out, std::vector<int32_t>(64, 7));
     EXPECT_EQ(in_flight(), 0);
   }
-  std::filesystem::remove_all(dir);
 }
 
 // A copy comes after the queue's launches and waits for them: it gives them
 // back as a wait does, also on a device kad does not schedule (depth 0), so
 // that a client that launches and reads, never waiting, holds nothing.
-TEST(LaunchesInFlight, ACopyAfterLaunchesGivesThemBackAsAWaitDoes) {
-  char dir[] = "/tmp/kad-in-flight-XXXXXX";
-  ASSERT_NE(mkdtemp(dir), nullptr);
-  std::ofstream(std::string(dir) + "/kad.toml")
-      << "[tenants.local]\nuids = [" << getuid() << "]\nlaunches_in_flight = 4\n";
-  auto d = Daemon::start(
-      {"--no-workers", "--device-queue-depth", "0", "--config", std::string(dir) + "/kad.toml"});
-  ASSERT_TRUE(d.ok()) << d.status();
+TEST_F(LaunchesInFlight, ACopyAfterLaunchesGivesThemBackAsAWaitDoes) {
+  start(/*quota=*/4, /*device_queue_depth=*/0);
+  ASSERT_NE(daemon_, nullptr);
   for (const char* transport : {"grpc", "shm"}) {
     SCOPED_TRACE(transport);
     // Each round launches and reads back, as a bystander does: 20 rounds
     // under a quota of 4.
-    for (int round = 0; round < 20; ++round)
-      expect_bystander_served((*d)->unix_uri() + "?transport=" + transport, round);
-    auto c = Client::connect((*d)->unix_uri() + "?transport=" + transport, "launch-and-read");
-    ASSERT_TRUE(c.ok()) << c.status();
-    auto module = (*c)->load_module(kFillSource);
-    ASSERT_TRUE(module.ok()) << module.status();
-    auto fill =
-        (*c)->get_kernel(*module, {.entry = "fill",
-                                   .args = {client::ArgSpec::buffer(),
-                                            client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
-    ASSERT_TRUE(fill.ok()) << fill.status();
-    auto buffer = (*c)->allocate(16 * sizeof(int32_t));
-    ASSERT_TRUE(buffer.ok()) << buffer.status();
-    auto queue = (*c)->create_queue();
-    ASSERT_TRUE(queue.ok()) << queue.status();
+    for (int round = 0; round < 20; ++round) expect_bystander_served(uri(transport), round);
+    FillSession c = fill_session(uri(transport), 16);
+    ASSERT_TRUE(c.queue && c.fill && c.buffer);
     std::vector<int32_t> out(16);
     for (int32_t i = 0; i < 20; ++i) {
-      const client::Arg args[] = {client::Arg::buffer(*buffer), client::Arg::scalar<int32_t>(i)};
-      ASSERT_TRUE((*queue)->launch(*fill, client::Dims{16}, nullptr, args).ok()) << i;
-      ASSERT_TRUE((*queue)->read(*buffer, 0, bytes_of(out)).ok()) << i;
+      const client::Arg args[] = {client::Arg::buffer(*c.buffer), client::Arg::scalar<int32_t>(i)};
+      ASSERT_TRUE(c.queue->launch(*c.fill, client::Dims{16}, nullptr, args).ok()) << i;
+      ASSERT_TRUE(c.queue->read(*c.buffer, 0, bytes_of(out)).ok()) << i;
       ASSERT_EQ(out, std::vector<int32_t>(16, i));
-      ASSERT_TRUE((*queue)->write(*buffer, 0, bytes_of(out)).ok()) << i;
+      ASSERT_TRUE(c.queue->write(*c.buffer, 0, bytes_of(out)).ok()) << i;
     }
   }
-  std::filesystem::remove_all(dir);
 }
 
+// DESIGN §8's global guard: what clients make kad hold in its own host
+// memory (module copies, zero-copy buffers, channel and queue rings) is bounded for
+// all of them together; past it a request is RESOURCE_EXHAUSTED naming
+// --max-host-memory, and what goes gives its share back.
 TEST(HostMemoryGuard, BoundsWhatClientsMakeKadHoldAndGetsItBackWhenItGoes) {
   auto d = Daemon::start({"--no-workers", "--max-host-memory", "8000000"});
   ASSERT_TRUE(d.ok()) << d.status();

@@ -10,8 +10,6 @@
 
 #include "absl/strings/str_cat.h"
 #include "core/kernel_lowering.h"
-#include "core/module.h"
-#include "core/specialization.h"
 #include "gtest/gtest.h"
 #include "server/worker/isolated_device.h"
 #include "server/worker/worker_pool.h"
@@ -26,25 +24,14 @@ TEST(WorkerLies, ACompileReplyKadCannotUseIsAnErrorAndIsNotKeptForTheNextCompile
   // A module no code cache has seen.
   std::random_device random;
   const uint64_t nonce = (uint64_t{random()} << 32) | random();
-  auto module =
-      Module::create(ModuleFormat::kOpenClC,
-                     absl::StrCat("// nonce ", nonce,
-                                  "\nkernel void lied_about(KAD_CONTEXT, global int* out) "
-                                  "{\n  if (kad_active()) out[kad_global_linear()] = 1;\n}\n"));
-  ASSERT_TRUE(module.ok()) << module.status();
-  KernelSignature signature;
-  signature.entry = "lied_about";
-  signature.args = {ArgSpec::buffer()};
-  Specialization spec;
-  spec.choice.rank = 1;
-  SpecializationKey key;
-  key.module_digest = (*module)->digest();
-  key.entry = signature.entry;
-  key.device_id = pocl.info().id;
-  key.spec = spec;
-  key.toolchain_version = pocl.info().toolchain_version + " / " + pocl.info().driver_version;
-  const CompileRequest request{
-      **module, signature, spec, key, specialised_source(spec, (*module)->bytes()), ""};
+  absl::StatusOr<testing::SourceCompile> compile = testing::source_compile(
+      pocl,
+      absl::StrCat("// nonce ", nonce,
+                   "\nkernel void lied_about(KAD_CONTEXT, global int* out) {\n"
+                   "  if (kad_active()) out[kad_global_linear()] = 1;\n}\n"),
+      "lied_about");
+  ASSERT_TRUE(compile.ok()) << compile.status();
+  const CompileRequest request = compile->request();
 
   {
     WorkerPool liars({.command = {KAD_LYING_WORKER_PATH, {}}, .spares = 0});

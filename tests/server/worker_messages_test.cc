@@ -149,24 +149,15 @@ TEST(WorkerMessages, ACompileWorkerBuildsTheCodeKadSentWithTheRequest) {
   WorkerPool pool({.command = {KAD_DAEMON_PATH, {}}, .spares = 0});
   Device& pocl = testing::pocl_device();
   const int salt = static_cast<int>((getpid() ^ time(nullptr)) & 0xffff);
-  auto module = Module::create(ModuleFormat::kOpenClC,
-                               absl::StrCat("kernel void sent(KAD_CONTEXT, global int* out) {\n"
-                                            "  if (kad_active()) out[kad_global_linear()] = ",
-                                            salt, ";\n}\n"));
-  ASSERT_TRUE(module.ok()) << module.status();
-  KernelSignature signature;
-  signature.entry = "sent";
-  signature.args = {ArgSpec::buffer()};
-  Specialization spec;
-  spec.choice.rank = 1;
-  SpecializationKey key;
-  key.module_digest = (*module)->digest();
-  key.entry = signature.entry;
-  key.device_id = pocl.info().id;
-  key.spec = spec;
-  key.toolchain_version = pocl.info().toolchain_version + " / " + pocl.info().driver_version;
-  const CompileRequest request{
-      **module, signature, spec, key, specialised_source(spec, (*module)->bytes()), ""};
+  absl::StatusOr<testing::SourceCompile> compile =
+      testing::source_compile(pocl,
+                              absl::StrCat("kernel void sent(KAD_CONTEXT, global int* out) {\n"
+                                           "  if (kad_active()) out[kad_global_linear()] = ",
+                                           salt, ";\n}\n"),
+                              "sent");
+  ASSERT_TRUE(compile.ok()) << compile.status();
+  const CompileRequest request = compile->request();
+  const SpecializationKey& key = compile->key;
   absl::StatusOr<std::vector<LoweredCode>> lowered = pocl.lower_ahead(request);
   ASSERT_TRUE(lowered.ok()) << lowered.status();
   ASSERT_EQ(lowered->size(), 1u) << "PoCL takes SPIR that kad lowers";

@@ -67,4 +67,22 @@ absl::StatusOr<LaunchResult> DeviceTest::run(Kernel& kernel, const NdRange* ndra
   return r;
 }
 
+absl::StatusOr<SourceCompile> source_compile(const Device& device, const std::string& source,
+                                             const std::string& entry) {
+  absl::StatusOr<std::shared_ptr<const Module>> module =
+      Module::create(ModuleFormat::kOpenClC, source);
+  if (!module.ok()) return module.status();
+  SourceCompile c;
+  c.module = *std::move(module);
+  c.signature.entry = entry;
+  c.signature.args = {ArgSpec::buffer()};
+  c.spec.choice.rank = 1;
+  c.key.module_digest = c.module->digest();
+  c.key.entry = entry;
+  c.key.device_id = device.info().id;
+  c.key.spec = c.spec;
+  c.key.toolchain_version = device.info().toolchain_version + " / " + device.info().driver_version;
+  return c;
+}
+
 }  // namespace kad::testing

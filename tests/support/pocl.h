@@ -14,6 +14,8 @@
 #include "core/kernel.h"
 #include "core/kernel_cache.h"
 #include "core/launch.h"
+#include "core/module.h"
+#include "core/specialization.h"
 #include "gtest/gtest.h"
 
 namespace kad::testing {
@@ -86,5 +88,20 @@ class PoclTest : public DeviceTest {
  protected:
   void SetUp() override { use_device(pocl_device()); }
 };
+
+// The compile of `entry` (one buffer argument, rank 1) of OpenCL C `source`
+// for `device`, with everything its CompileRequest refers to: for tests
+// that drive a device's or a compile worker's compile directly.
+struct SourceCompile {
+  std::shared_ptr<const Module> module;
+  KernelSignature signature;
+  Specialization spec;
+  SpecializationKey key;
+  CompileRequest request() const {
+    return {*module, signature, spec, key, specialised_source(spec, module->bytes()), ""};
+  }
+};
+absl::StatusOr<SourceCompile> source_compile(const Device& device, const std::string& source,
+                                             const std::string& entry);
 
 }  // namespace kad::testing
