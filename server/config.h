@@ -37,7 +37,7 @@ struct Config {
   // machine's cores when the flags are parsed.
   uint32_t worker_max_processes = 0;
   // Bytes a worker's folder may hold, in a tmpfs of its own (0: no bound).
-  uint64_t worker_max_folder_bytes = uint64_t{64} << 20;
+  uint64_t worker_max_folder_bytes = uint64_t{512} << 20;
   // Memory one worker may allocate for itself (0: no bound). Set from the
   // machine's cores when the flags are parsed
   // (worker::default_worker_max_memory).

@@ -1,9 +1,12 @@
 #include "server/worker/worker_process.h"
 
+#include <fcntl.h>
+#include <linux/magic.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/statfs.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -153,6 +156,8 @@ absl::Status WorkerProcess::await_hello(absl::Time deadline) {
     return absl::UnavailableError(
         absl::StrFormat("a worker for %s cannot serve: %s", device_id_, why));
   }
+  folder_fd_ =
+      open(absl::StrCat("/proc/", pid_, "/root", dir_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   walls_ = hello.walls & kAllWalls;
   // The worker sees its limit but not that its user is root, which Linux
   // exempts from it (its uid is unmapped in its namespace).
@@ -221,17 +226,28 @@ absl::Status WorkerProcess::attach_launch_ring(absl::Time deadline) {
 WorkerProcess::~WorkerProcess() {
   stop();
   close(connection_.fd());
+  if (folder_fd_ >= 0) close(folder_fd_);
   std::error_code ec;
   std::filesystem::remove_all(dir_, ec);
 }
 
 std::string WorkerProcess::describe(int status) const {
+  std::string how = "ended";
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
-    return absl::StrFormat("was killed by signal %d (%s)", sig, strsignal(sig));
+    how = absl::StrFormat("was killed by signal %d (%s)", sig, strsignal(sig));
+  } else if (WIFEXITED(status)) {
+    how = absl::StrFormat("exited with status %d", WEXITSTATUS(status));
   }
-  if (WIFEXITED(status)) return absl::StrFormat("exited with status %d", WEXITSTATUS(status));
-  return "ended";
+  struct statfs folder {};
+  if (folder_fd_ >= 0 && fstatfs(folder_fd_, &folder) == 0 && folder.f_type == TMPFS_MAGIC &&
+      (folder.f_bavail == 0 || folder.f_ffree == 0)) {
+    absl::StrAppendFormat(&how,
+                          "; its folder was full (%d bytes and %d files, "
+                          "--worker-max-folder-bytes)",
+                          static_cast<uint64_t>(folder.f_blocks) * folder.f_bsize, folder.f_files);
+  }
+  return how;
 }
 
 std::string WorkerProcess::stop() {

@@ -34,7 +34,7 @@ struct WorkerCommand {
   // only folder it may write) may hold, in a tmpfs of its own
   // (--worker-max-folder-bytes; 0: no bound, the folder is on kad's
   // temporary folder's disk). Held where a worker has namespaces of its own.
-  uint64_t max_folder_bytes = uint64_t{64} << 20;
+  uint64_t max_folder_bytes = uint64_t{512} << 20;
   uint64_t max_folder_files = 16384;
   // Memory a worker may allocate for itself (--worker-max-memory,
   // RLIMIT_DATA: heap, thread stacks; not its session's buffers). 0: none.
@@ -104,6 +104,8 @@ class WorkerProcess {
  private:
   WorkerProcess(pid_t pid, int fd, std::string dir, std::string device_id)
       : pid_(pid), connection_(fd), dir_(std::move(dir)), device_id_(std::move(device_id)) {}
+  // "was killed by signal 11 (Segmentation fault)", and whether its
+  // folder was full (a driver that cannot write its files may crash).
   std::string describe(int wait_status) const;
   // Reaps the worker if it has ended within `grace`; false if it still runs.
   bool reap_within(absl::Duration grace);
@@ -112,6 +114,10 @@ class WorkerProcess {
   Connection connection_;
   MessageReader reader_{connection_};
   std::string dir_;  // its own folder (its $TMPDIR), removed with it
+  // That folder as the worker sees it (a tmpfs of its own, in its mount
+  // namespace), held open from its hello so that how it ended can say the
+  // folder was full, once the namespace is gone. -1 when it cannot be opened.
+  int folder_fd_ = -1;
   std::string device_id_;
   std::unique_ptr<LaunchRing> launch_ring_;
   uint32_t walls_ = 0;

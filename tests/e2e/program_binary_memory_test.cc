@@ -137,5 +137,28 @@ TEST(ProgramBinaryMemory, BigProgramBinariesStayWithinKadsHostMemoryGuard) {
   EXPECT_EQ((*d)->stop(SIGTERM), 0) << (*d)->log();
 }
 
+// A worker's folder (a tmpfs of --worker-max-folder-bytes) holds its
+// driver's files for each kernel it loads. A driver that cannot write them
+// may crash its worker: the session is told the folder was full, with its
+// bound, and the next session's worker (a folder of its own) serves.
+TEST(WorkerFolderFull, ASessionWhoseWorkersFolderFilledIsToldSo) {
+  auto d = testing::Daemon::start({"--worker-max-folder-bytes", "4194304"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string uri = (*d)->unix_uri();
+  auto c = Client::connect(uri, "big kernels");
+  ASSERT_TRUE(c.ok()) << c.status();
+  auto q = (*c)->create_queue();
+  auto out = (*c)->allocate(sizeof(int32_t));
+  ASSERT_TRUE(q.ok() && out.ok());
+  // Each kernel leaves some 8 MiB of files: the first does not fit.
+  const int salt = static_cast<int>((getpid() ^ time(nullptr)) & 0xffff) * 64 + 1;
+  absl::Status failed;
+  for (int i = 0; i < 4 && failed.ok(); ++i) failed = run_big_constant(**c, **q, *out, salt + i);
+  ASSERT_FALSE(failed.ok()) << "4 kernels of 8 MiB of files fit in a folder of 4 MiB";
+  EXPECT_THAT(failed.message(), HasSubstr("its folder was full (4194304 bytes"))
+      << failed.message();
+  testing::expect_bystander_served(uri, 9);
+}
+
 }  // namespace
 }  // namespace kad
