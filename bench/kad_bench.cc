@@ -804,7 +804,10 @@ struct ShareDaemon {
     kad::server::DaemonOptions options;
     options.listen = {"tcp://127.0.0.1:0"};
     options.tokens_file = d.dir + "/tokens";
-    if (workers) options.workers.command = {KAD_DAEMON_PATH, {}};
+    if (workers) {
+      options.workers.command = {
+          .executable = KAD_DAEMON_PATH, .args = {}, .uids = kad::testing::worker_uids_as_root()};
+    }
     for (const char* name : {"a", "b", "hi"}) {
       tokens << "bench-share-" << name << "-token " << name << "\n";
       kad::server::TenantSpec t;

@@ -148,6 +148,14 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "bytes one worker may allocate for itself (heap, thread stacks; its session's "
                  "buffers are not counted), so that a client's code that takes its worker over "
                  "stops there, not at the machine's OOM killer (0: no bound)");
+  c.worker_uid_base = worker::kDefaultWorkerUidBase;
+  app.add_option("--worker-uid-base", c.worker_uid_base,
+                 absl::StrFormat("when kad runs as root: each worker runs as a uid of its own, "
+                                 "from this one to %d more (uids no user of the machine may "
+                                 "have), so that root's processes are not its (0: workers run "
+                                 "as root, bound to no process limit)",
+                                 worker::kWorkerUidCount - 1))
+      ->check(CLI::Range(0u, 0x7FFFFFFFu - (worker::kWorkerUidCount - 1)));
   app.add_option("--worker-max-folder-bytes", c.worker_max_folder_bytes,
                  "bytes one worker's folder (its temporary files and caches, the only folder it "
                  "may write) may hold, in a tmpfs of its own, so that a client's code cannot fill "
@@ -210,6 +218,7 @@ ParseOutcome parse_config(int argc, char** argv) {
                                                    "worker_max_processes",
                                                    "worker_max_folder_bytes",
                                                    "worker_max_memory",
+                                                   "worker_uid_base",
                                                    "worker_specialize",
                                                    "cuda_prefer_blocks",
                                                    "tenants"};
@@ -266,7 +275,9 @@ ParseOutcome parse_config(int argc, char** argv) {
       if (!set_u32("device_queue_depth", c.daemon.limits.device_queue_depth,
                    app.get_option("--device-queue-depth"), uint64_t{1} << 16) ||
           !set_u32("worker_max_processes", c.worker_max_processes,
-                   app.get_option("--worker-max-processes"), uint64_t{1} << 20))
+                   app.get_option("--worker-max-processes"), uint64_t{1} << 20) ||
+          !set_u32("worker_uid_base", c.worker_uid_base, app.get_option("--worker-uid-base"),
+                   0x7FFFFFFFu - (worker::kWorkerUidCount - 1)))
         return out;
       if (app.get_option("--tls-cert")->count() == 0)
         c.daemon.tls_cert = file["tls_cert"].value_or(c.daemon.tls_cert);

@@ -42,6 +42,10 @@ struct Config {
   // machine's cores when the flags are parsed
   // (worker::default_worker_max_memory).
   uint64_t worker_max_memory = 0;
+  // Under a kad that runs as root, each worker runs as a uid of its own
+  // from this one on (worker_uids.h); 0: as root. Set to the default when
+  // the flags are parsed.
+  uint32_t worker_uid_base = 0;
   // PoCL in workers builds a work-group function per work-group size (about
   // 70 ms at a worker's first launch of each kernel and size) instead of
   // running the program binary's generic one: faster kernels that use

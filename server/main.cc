@@ -23,6 +23,7 @@
 #include "server/json_log_format.h"
 #include "server/service_manager.h"
 #include "server/worker/worker_main.h"
+#include "server/worker/worker_uids.h"
 #include "spdlog/spdlog.h"
 
 namespace {
@@ -159,10 +160,23 @@ int serve(Config config) {
                  .max_processes = config.worker_max_processes,
                  .max_folder_bytes = config.worker_max_folder_bytes,
                  .max_data_bytes = config.worker_max_memory};
-    if (getuid() == 0 && config.worker_max_processes > 0) {
+    if (getuid() == 0 && config.worker_uid_base != 0) {
+      // A uid of its own per worker, if such a uid may run kad at all.
+      const uid_t base = config.worker_uid_base;
+      if (absl::Status may = kad::server::worker::check_uid_may_run(base, self.string());
+          may.ok()) {
+        w.command.uids = kad::server::worker::WorkerUids::create(base);
+        spdlog::info("workers run as uids of their own, one each, from {} to {}", base,
+                     base + (kad::server::worker::kWorkerUidCount - 1));
+      } else {
+        spdlog::warn("workers run as root: {} (--worker-uid-base)", std::string(may.message()));
+      }
+    }
+    if (getuid() == 0 && !w.command.uids && config.worker_max_processes > 0) {
       spdlog::warn(
-          "kad runs as root: Linux holds no process of root's to --worker-max-processes, so a "
-          "client's code can fork-bomb the machine; run kad as a user of its own (deploy/)");
+          "kad's workers run as root: Linux holds no process of root's to "
+          "--worker-max-processes, so a client's code can fork-bomb the machine; let workers run "
+          "as uids of their own (--worker-uid-base), or run kad as a user of its own (deploy/)");
     }
     w.launch_timeout = absl::Seconds(config.launch_timeout_s);
     // Each compiler run has --compile-timeout; the driver's build follows.

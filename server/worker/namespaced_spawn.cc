@@ -8,6 +8,7 @@
 #include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -28,12 +29,13 @@ struct ChildStart {
   int socket_fd;
   uint32_t max_processes;
   uint64_t max_data_bytes = 0;
+  uid_t run_as = 0;
   // With a folder to bound: written by the parent before the clone, so that
   // the child only makes system calls.
   const char* folder = nullptr;
   char uid_map[48] = {};
   char gid_map[48] = {};
-  char tmpfs_options[96] = {};
+  char tmpfs_options[128] = {};
   // Written by the child when a step before its exec fails.
   const char* failed_step = nullptr;
   int error = 0;
@@ -55,9 +57,11 @@ bool write_file(const char* path, const char* text) {
 // In the child: its folder covered by a tmpfs of its own. False when the
 // kernel refuses a step (the worker then starts without it).
 bool bound_folder(const ChildStart& c) {
-  // Its own ids mapped to themselves, before any file is made there.
-  if (!write_file("/proc/self/setgroups", "deny") || !write_file("/proc/self/uid_map", c.uid_map) ||
-      !write_file("/proc/self/gid_map", c.gid_map))
+  // Its own ids mapped to themselves, before any file is made there (a
+  // worker with a uid of its own has no user namespace to map them in).
+  if (c.run_as == 0 && (!write_file("/proc/self/setgroups", "deny") ||
+                        !write_file("/proc/self/uid_map", c.uid_map) ||
+                        !write_file("/proc/self/gid_map", c.gid_map)))
     return false;
   // Nothing it mounts reaches kad's namespace.
   if (mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) return false;
@@ -110,6 +114,15 @@ int start_child(void* arg) {
     const rlimit data{c->max_data_bytes, c->max_data_bytes};
     if (setrlimit(RLIMIT_DATA, &data) != 0) fail("setrlimit of its memory");
   }
+  // Root becomes the worker's own uid last, when nothing is left that needs
+  // root's capabilities; all of them go with it (every uid is then not 0).
+  // Raw system calls: glibc's would try to change the ids of kad's threads,
+  // whose memory this child shares.
+  if (c->run_as != 0) {
+    if (syscall(SYS_setgroups, 0, nullptr) != 0) fail("setgroups");
+    if (syscall(SYS_setresgid, c->run_as, c->run_as, c->run_as) != 0) fail("setresgid");
+    if (syscall(SYS_setresuid, c->run_as, c->run_as, c->run_as) != 0) fail("setresuid");
+  }
   sigset_t none;
   sigemptyset(&none);
   if (sigprocmask(SIG_SETMASK, &none, nullptr) != 0) fail("sigprocmask");
@@ -130,16 +143,31 @@ absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv
     return absl::UnavailableError(
         absl::StrFormat("cannot map a stack to start a worker: %s", std::strerror(errno)));
   }
-  ChildStart child{path, argv, envp, socket_fd, limits.max_processes, limits.max_data_bytes};
-  int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWUSER | CLONE_NEWPID | SIGCHLD;
+  if (limits.run_as != 0 && geteuid() != 0) {
+    munmap(stack, kStackBytes);
+    return absl::FailedPreconditionError(
+        absl::StrFormat("kad runs as uid %d, not root: it cannot start a worker as uid %d",
+                        geteuid(), limits.run_as));
+  }
+  ChildStart child{path,         argv, envp, socket_fd, limits.max_processes, limits.max_data_bytes,
+                   limits.run_as};
+  // Root makes the namespaces with its own privileges; anyone else needs a
+  // user namespace to make them in.
+  int flags = CLONE_VM | CLONE_VFORK | CLONE_NEWPID | SIGCHLD;
+  if (limits.run_as == 0) flags |= CLONE_NEWUSER;
   if (limits.folder != nullptr && limits.folder_bytes > 0) {
     child.folder = limits.folder;
-    std::snprintf(child.uid_map, sizeof child.uid_map, "%u %u 1", geteuid(), geteuid());
-    std::snprintf(child.gid_map, sizeof child.gid_map, "%u %u 1", getegid(), getegid());
+    // The worker's own uid owns the tmpfs; kad's, mapped to itself, does
+    // in a user namespace.
+    const uid_t owner = limits.run_as != 0 ? limits.run_as : geteuid();
+    const gid_t group = limits.run_as != 0 ? limits.run_as : getegid();
+    std::snprintf(child.uid_map, sizeof child.uid_map, "%u %u 1", owner, owner);
+    std::snprintf(child.gid_map, sizeof child.gid_map, "%u %u 1", group, group);
     std::snprintf(child.tmpfs_options, sizeof child.tmpfs_options,
-                  "size=%llu,nr_inodes=%llu,mode=0700",
+                  "size=%llu,nr_inodes=%llu,mode=0700,uid=%u,gid=%u",
                   static_cast<unsigned long long>(limits.folder_bytes),
-                  static_cast<unsigned long long>(std::max<uint64_t>(limits.folder_files, 1)));
+                  static_cast<unsigned long long>(std::max<uint64_t>(limits.folder_files, 1)),
+                  owner, group);
     flags |= CLONE_NEWNS;
   }
   sigset_t all, before;
@@ -157,8 +185,9 @@ absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv
   pthread_sigmask(SIG_SETMASK, &before, nullptr);
   munmap(stack, kStackBytes);
   if (pid < 0) {
-    return absl::UnavailableError(absl::StrFormat(
-        "cannot make a user and PID namespace for a worker: %s", std::strerror(clone_error)));
+    return absl::UnavailableError(absl::StrFormat("cannot make a %s namespace for a worker: %s",
+                                                  limits.run_as != 0 ? "PID" : "user and PID",
+                                                  std::strerror(clone_error)));
   }
   if (child.failed_step != nullptr) {  // it exited before its exec
     while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {

@@ -48,14 +48,20 @@ struct NamespaceLimits {
   const char* folder = nullptr;
   uint64_t folder_bytes = 0;
   uint64_t folder_files = 0;
+  // Under a kad that runs as root: the uid (and gid) the worker runs as, one
+  // of its own (worker_uids.h), with no supplementary groups. Its PID and
+  // mount namespaces are then made with root's own privileges, and it gets
+  // no user namespace: it is that uid to the whole machine, with no
+  // capability, held to `max_processes`, and owns its folder (the tmpfs is
+  // made for it). 0: it runs as kad's user.
+  uid_t run_as = 0;
 };
 
-// Starts `path` with `argv` and `envp` in new user and PID namespaces (and
-// a mount namespace, with a folder to bound), with `socket_fd` as its fd 3,
-// in a process group of its own, with no signal blocked, and with an empty
-// capability bounding set, within `limits`. Its pid as kad sees it.
-// UNAVAILABLE where this kernel or kad's own confinement allows no new
-// namespaces (a container's seccomp profile, user.max_user_namespaces=0):
+// Starts `path` with `argv` and `envp` in new user and PID namespaces (PID
+// alone with `limits.run_as`; and a mount namespace, with a folder to bound), with `socket_fd` as
+// its fd 3, in a process group of its own, with no signal blocked, and with an empty capability
+// bounding set, within `limits`. Its pid as kad sees it. UNAVAILABLE where this kernel or kad's own
+// confinement allows no new namespaces (a container's seccomp profile, user.max_user_namespaces=0):
 // the caller then starts the worker in kad's namespaces.
 absl::StatusOr<pid_t> spawn_in_own_namespaces(const char* path, char* const argv[],
                                               char* const envp[], int socket_fd,

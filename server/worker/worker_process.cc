@@ -81,6 +81,28 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
 
+  // As a uid of its own under root (worker_uids.h).
+  WorkerUid uid;
+  if (command.uids) {
+    absl::StatusOr<WorkerUid> taken = command.uids->take();
+    if (!taken.ok()) {
+      close(fds[0]);
+      close(fds[1]);
+      std::filesystem::remove_all(dir, ec);
+      return absl::UnavailableError(
+          absl::StrFormat("cannot start a worker: %s", taken.status().message()));
+    }
+    uid = *std::move(taken);
+    // Its folder is its own, with a tmpfs over it or not.
+    if (chown(dir.c_str(), uid.uid(), uid.uid()) != 0) {
+      const int error = errno;
+      close(fds[0]);
+      close(fds[1]);
+      std::filesystem::remove_all(dir, ec);
+      return absl::UnavailableError(absl::StrFormat(
+          "cannot give a worker's folder %s to uid %d: %s", dir, uid.uid(), std::strerror(error)));
+    }
+  }
   // In namespaces of its own where kad may make them (namespaced_spawn.h),
   // else in kad's, said once.
   absl::StatusOr<pid_t> namespaced =
@@ -89,7 +111,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
                                .max_data_bytes = command.max_data_bytes,
                                .folder = dir.c_str(),
                                .folder_bytes = command.max_folder_bytes,
-                               .folder_files = command.max_folder_files});
+                               .folder_files = command.max_folder_files,
+                               .run_as = uid.uid()});
   if (namespaced.ok() || namespaced.status().code() != absl::StatusCode::kUnavailable) {
     close(fds[1]);
     if (!namespaced.ok()) {
@@ -98,13 +121,20 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
       return namespaced.status();
     }
     return std::unique_ptr<WorkerProcess>(
-        new WorkerProcess(*namespaced, fds[0], std::move(dir), device_id));
+        new WorkerProcess(*namespaced, fds[0], std::move(dir), device_id, std::move(uid)));
   }
+  // Without a PID namespace nothing would end what a worker started before
+  // its uid went to the next worker: such a worker keeps kad's uid.
+  if (uid.uid() != 0 && chown(dir.c_str(), geteuid(), getegid()) != 0) {
+    spdlog::warn("cannot take back a worker's folder {}: {}", dir, std::strerror(errno));
+  }
+  uid = WorkerUid();
   static std::once_flag said;
   std::call_once(said, [&] {
     spdlog::warn(
-        "workers start in kad's PID namespace ({}): a taken-over worker sees other processes, "
-        "and may signal another session's worker where Landlock does not scope signals",
+        "workers start in kad's PID namespace, as kad's own user ({}): a taken-over worker "
+        "sees other processes, and may signal another session's worker where Landlock does not "
+        "scope signals",
         std::string(namespaced.status().message()));
   });
 
@@ -132,7 +162,8 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
     return absl::UnavailableError(
         absl::StrFormat("cannot start a worker (%s): %s", command.executable, std::strerror(err)));
   }
-  return std::unique_ptr<WorkerProcess>(new WorkerProcess(pid, fds[0], std::move(dir), device_id));
+  return std::unique_ptr<WorkerProcess>(
+      new WorkerProcess(pid, fds[0], std::move(dir), device_id, WorkerUid()));
 }
 
 absl::Status WorkerProcess::await_hello(absl::Time deadline) {
@@ -160,8 +191,9 @@ absl::Status WorkerProcess::await_hello(absl::Time deadline) {
       open(absl::StrCat("/proc/", pid_, "/root", dir_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   walls_ = hello.walls & kAllWalls;
   // The worker sees its limit but not that its user is root, which Linux
-  // exempts from it (its uid is unmapped in its namespace).
-  if (getuid() == 0) walls_ &= ~kWallProcessLimit;
+  // exempts from it (its uid is root's own, mapped to itself or unmapped in
+  // its namespace); a uid of its own is held to it.
+  if (getuid() == 0 && uid_.uid() == 0) walls_ &= ~kWallProcessLimit;
   landlock_abi_ = std::clamp(hello.landlock_abi, 0, 1 << 16);
   return absl::OkStatus();
 }

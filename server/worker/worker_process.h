@@ -14,6 +14,7 @@
 #include "absl/time/time.h"
 #include "server/worker/launch_ring.h"
 #include "server/worker/worker_protocol.h"
+#include "server/worker/worker_uids.h"
 
 namespace kad::server::worker {
 
@@ -40,6 +41,10 @@ struct WorkerCommand {
   // RLIMIT_DATA: heap, thread stacks; not its session's buffers). 0: none.
   // Held where a worker has namespaces of its own.
   uint64_t max_data_bytes = default_worker_max_memory();
+  // Under a kad that runs as root: the uids workers run as, one each
+  // (--worker-uid-base; worker_uids.h). Null: workers run as kad's user.
+  // Held where a worker has namespaces of its own.
+  std::shared_ptr<WorkerUids> uids = nullptr;
 };
 
 class WorkerProcess {
@@ -102,8 +107,12 @@ class WorkerProcess {
   std::string reap();
 
  private:
-  WorkerProcess(pid_t pid, int fd, std::string dir, std::string device_id)
-      : pid_(pid), connection_(fd), dir_(std::move(dir)), device_id_(std::move(device_id)) {}
+  WorkerProcess(pid_t pid, int fd, std::string dir, std::string device_id, WorkerUid uid)
+      : pid_(pid),
+        connection_(fd),
+        dir_(std::move(dir)),
+        device_id_(std::move(device_id)),
+        uid_(std::move(uid)) {}
   // "was killed by signal 11 (Segmentation fault)", and whether its
   // folder was full (a driver that cannot write its files may crash).
   std::string describe(int wait_status) const;
@@ -119,6 +128,9 @@ class WorkerProcess {
   // folder was full, once the namespace is gone. -1 when it cannot be opened.
   int folder_fd_ = -1;
   std::string device_id_;
+  // Its uid of its own, handed back once it has been reaped (no process of
+  // its PID namespace is left then); none: it runs as kad's user.
+  WorkerUid uid_;
   std::unique_ptr<LaunchRing> launch_ring_;
   uint32_t walls_ = 0;
   int landlock_abi_ = 0;

@@ -309,6 +309,12 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
   EXPECT_EQ(too_deep.code, 2);
   EXPECT_THAT(too_deep.output,
               HasSubstr("device_queue_depth is 70000, more than the maximum of 65536"));
+  // A worker uid past 2^31 - 65536 would give workers uids some tools read as negative.
+  std::ofstream(dir + "/kad.toml") << "worker_uid_base = 2147450881\n";
+  ProcessRun past_sign = run(kad + " --check-config");
+  EXPECT_EQ(past_sign.code, 2);
+  EXPECT_THAT(past_sign.output,
+              HasSubstr("worker_uid_base is 2147450881, more than the maximum of 2147418112"));
   std::ofstream(dir + "/kad.toml") << "submit_streams = \"reactor\"\n";
   ProcessRun unknown_mode = run(kad + " --check-config");
   EXPECT_EQ(unknown_mode.code, 2);

@@ -7,6 +7,7 @@
 // its next launch runs in a new worker; the daemon is the same process; and
 // kad's counters go back to where they were.
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/statvfs.h>
 
 #include <algorithm>
@@ -14,7 +15,9 @@
 #include <thread>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
@@ -335,30 +338,103 @@ bool holds_wall(const std::string& walls, const std::string& wall) {
   return at != std::string::npos && (missing == std::string::npos || at < missing);
 }
 
+// The real uid of process `pid` (the first of /proc/PID/status's "Uid:"
+// line); -1 when it cannot be read.
+int64_t real_uid_of(pid_t pid) {
+  const std::string status = testing::read_proc_file(absl::StrCat("/proc/", pid, "/status"));
+  const size_t at = status.find("Uid:\t");
+  int64_t uid = -1;
+  if (at == std::string::npos ||
+      !absl::SimpleAtoi(status.substr(at + 5, status.find('\t', at + 5) - at - 5), &uid))
+    return -1;
+  return uid;
+}
+
 // A worker's threads and processes are bounded (--worker-max-processes),
 // so that a kernel that takes its worker over cannot fork-bomb the machine
 // (the bound itself: NamespacedSpawn.AWorkersProcessLimitStopsAForkBomb...).
-// Linux holds root to no such bound: a kad running as root says so in its
-// log and in the walls it reports, rather than claim a wall it lacks.
+// Linux holds root to no such bound, so under a root kad each worker runs
+// as a uid of its own (--worker-uid-base); with 0 it runs as root, and kad
+// says in its log and in the walls it reports that the bound does not hold.
 TEST(WorkerProcessLimit, KadStartsItsWorkersWithTheLimitItWasGivenAndSaysWhenItCannotHold) {
-  auto d = testing::Daemon::start({"--worker-max-processes", "48", "--worker-spares", "1"});
-  ASSERT_TRUE(d.ok()) << d.status();
-  std::string nspid;
-  const pid_t spare = spare_worker_of(**d, &nspid);
-  ASSERT_NE(spare, 0) << "kad started no spare worker: " << (*d)->log();
-  // Two pids (kad's view and its own): a worker in its own namespaces,
-  // where the limit counts its own processes alone.
-  const bool namespaced = std::count(nspid.begin(), nspid.end(), '\t') == 2;
-  const std::string limits = testing::read_proc_file(absl::StrCat("/proc/", spare, "/limits"));
-  if (namespaced) {
-    EXPECT_THAT(limits, ::testing::ContainsRegex("Max processes +48 +48 ")) << limits;
-  }
+  constexpr int64_t kBase = 0x70000000;
+  for (const int64_t base : {kBase, int64_t{0}}) {
+    SCOPED_TRACE(base);
+    auto d = testing::Daemon::start({"--worker-max-processes", "48", "--worker-spares", "1",
+                                     "--worker-uid-base", absl::StrCat(base)});
+    ASSERT_TRUE(d.ok()) << d.status();
+    std::string nspid;
+    const pid_t spare = spare_worker_of(**d, &nspid);
+    ASSERT_NE(spare, 0) << "kad started no spare worker: " << (*d)->log();
+    // Two pids (kad's view and its own): a worker in its own namespaces,
+    // where the limit counts its own processes alone.
+    const bool namespaced = std::count(nspid.begin(), nspid.end(), '\t') == 2;
+    const std::string limits = testing::read_proc_file(absl::StrCat("/proc/", spare, "/limits"));
+    if (namespaced) {
+      EXPECT_THAT(limits, ::testing::ContainsRegex("Max processes +48 +48 ")) << limits;
+    }
+    const bool root = getuid() == 0;
+    const bool own_uid = root && base != 0 && namespaced;
+    const int64_t uid = real_uid_of(spare);
+    if (own_uid) {
+      EXPECT_GE(uid, base);
+      EXPECT_LT(uid, base + 65536);
+    } else {
+      EXPECT_EQ(uid, static_cast<int64_t>(getuid()));
+    }
 
-  const std::string walls = workers_walls(**d);
-  EXPECT_EQ(holds_wall(walls, "process limit"), namespaced && getuid() != 0) << walls;
-  EXPECT_EQ(absl::StrContains((*d)->log(), "kad runs as root: Linux holds no process of root's"),
-            getuid() == 0)
-      << (*d)->log();
+    const std::string walls = workers_walls(**d);
+    EXPECT_EQ(holds_wall(walls, "process limit"), namespaced && (!root || own_uid)) << walls;
+    EXPECT_EQ(absl::StrContains((*d)->log(), "kad's workers run as root: Linux holds no process"),
+              root && base == 0)
+        << (*d)->log();
+  }
+}
+
+// Under a root kad, every worker runs as a uid no other worker has (so it
+// can neither signal nor read another's files), and kernels build and run
+// there as they do under kad's own uid.
+TEST(WorkerUids, EachSessionsWorkerRunsAsAUidOfItsOwnUnderRoot) {
+  if (getuid() != 0) GTEST_SKIP() << "workers take uids of their own only under a root kad";
+  auto d = testing::Daemon::start({"--worker-spares", "1"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  const std::string uri = (*d)->unix_uri();
+  std::vector<std::unique_ptr<Client>> sessions;
+  for (int i = 0; i < 2; ++i) {
+    auto c = Client::connect(uri, absl::StrCat("session ", i));
+    ASSERT_TRUE(c.ok()) << c.status();
+    auto q = (*c)->create_queue();
+    auto out = (*c)->allocate(1024 * sizeof(int32_t));
+    auto m = (*c)->load_module(testing::kFillSource);
+    ASSERT_TRUE(q.ok() && out.ok() && m.ok());
+    auto fill = (*c)->get_kernel(
+        *m, {.entry = "fill",
+             .args = {ArgSpec::buffer(), ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    ASSERT_TRUE(fill.ok()) << fill.status();
+    expect_fill(**q, *fill, *out, 40 + i);
+    sessions.push_back(*std::move(c));
+  }
+  // Two sessions' workers and a spare, each in its own PID namespace.
+  absl::flat_hash_set<int64_t> uids;
+  std::vector<pid_t> workers;
+  const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  do {
+    workers = testing::children_of((*d)->pid());
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  } while (workers.size() < 3 && std::chrono::steady_clock::now() < give_up);
+  ASSERT_GE(workers.size(), 3u) << "two sessions' workers and a spare";
+  for (pid_t worker : workers) {
+    const int64_t uid = real_uid_of(worker);
+    EXPECT_GE(uid, int64_t{0x7A000000}) << "worker " << worker;
+    EXPECT_LT(uid, int64_t{0x7A000000} + 65536) << "worker " << worker;
+    uids.insert(uid);
+    // It owns its folder, where its driver keeps what it built.
+    struct stat folder {};
+    ASSERT_EQ(stat(testing::worker_folder_inside(worker).c_str(), &folder), 0);
+    EXPECT_EQ(static_cast<int64_t>(folder.st_uid), uid);
+  }
+  EXPECT_EQ(uids.size(), workers.size()) << "two workers share a uid";
+  testing::expect_bystander_served(uri, 9);
 }
 
 // A worker's folder (its only writable one) is a tmpfs of its own of

@@ -22,6 +22,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
 extern char** environ;
@@ -30,6 +31,9 @@ namespace kad {
 namespace {
 
 using server::worker::spawn_in_own_namespaces;
+
+// A uid from the range kad's workers take under root (worker_uids.h).
+constexpr uid_t kWorkerUid = 0x7A00FFF0;
 
 // One line from `fd`, without its newline.
 std::string read_line(int fd) {
@@ -118,11 +122,11 @@ TEST(NamespacedSpawn, AWorkerSeesNoProcessOutsideItsNamespaceAndTakesWhatItStart
 }
 
 // How many of 20 background sleeps a shell in a worker's place starts, run
-// as `uid` with spawn_in_own_namespaces(max_processes), and a folder of its
-// own as a worker has (its ids then mapped in its namespace): the shell
-// (dash) gives up at the first fork that fails. -1: namespaces cannot be
-// made here.
-int sleeps_started(uid_t uid, uint32_t max_processes) {
+// by `uid` with spawn_in_own_namespaces(max_processes, run_as), and a
+// folder of its own as a worker has (its ids then mapped in its namespace):
+// the shell (dash) gives up at the first fork that fails. -1: namespaces
+// cannot be made here.
+int sleeps_started(uid_t uid, uint32_t max_processes, uid_t run_as = 0) {
   int result[2];
   if (pipe(result) != 0) return -2;
   char folder[] = "/tmp/kad-folder-XXXXXX";
@@ -145,7 +149,8 @@ int sleeps_started(uid_t uid, uint32_t max_processes) {
                                                             {.max_processes = max_processes,
                                                              .folder = folder,
                                                              .folder_bytes = 1 << 20,
-                                                             .folder_files = 64});
+                                                             .folder_files = 64,
+                                                             .run_as = run_as});
       close(fds[1]);
       started = -1;
       if (shell.ok()) {
@@ -179,9 +184,84 @@ TEST(NamespacedSpawn, AWorkersProcessLimitStopsAForkBombInItsNamespace) {
   // 8 processes: the shell and 7 sleeps; the 8th fork fails with EAGAIN.
   // Other processes of the same user outside the namespace do not count.
   EXPECT_EQ(sleeps_started(kNobody, 8), 7);
-  // Linux holds root to no such limit: why kad reports the wall missing
-  // when it runs as root.
+  // Linux holds root to no such limit: why a root kad's workers run as uids
+  // of their own, which it does hold to it.
   EXPECT_EQ(sleeps_started(0, 8), 20);
+  EXPECT_EQ(sleeps_started(0, 8, kWorkerUid), 7);
+}
+
+// Under root, a worker with a uid of its own is that uid (and group) alone
+// to the whole machine, with no capability: it cannot read what root keeps
+// to itself, and owns its folder, a tmpfs as any worker's.
+TEST(NamespacedSpawn, AWorkerRunAsAUidOfItsOwnIsThatUidAloneAndOwnsItsFolder) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root, to start a worker as another uid";
+  char folder[] = "/tmp/kad-folder-XXXXXX";
+  ASSERT_NE(mkdtemp(folder), nullptr);
+  // kad gives it its folder before it starts (WorkerProcess::spawn).
+  ASSERT_EQ(chown(folder, kWorkerUid, kWorkerUid), 0);
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  const std::string script = absl::StrCat(
+      "id -u >&3; id -G >&3; grep CapEff /proc/self/status | tr -d ' \\t' >&3; "
+      "if cat /etc/shadow >/dev/null 2>&1; then echo read >&3; else echo refused >&3; fi; "
+      "if touch ",
+      folder, "/mine; then stat -c %u ", folder, "/mine >&3; else echo unwritable >&3; fi; ",
+      "grep -c ' ", folder, " tmpfs ' /proc/self/mounts >&3");
+  std::vector<std::string> args{"/bin/sh", "-c", script};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  absl::StatusOr<pid_t> shell = spawn_in_own_namespaces(
+      "/bin/sh", argv.data(), environ, fds[1],
+      {.folder = folder, .folder_bytes = 1 << 20, .folder_files = 64, .run_as = kWorkerUid});
+  close(fds[1]);
+  if (absl::IsUnavailable(shell.status())) {
+    close(fds[0]);
+    std::filesystem::remove_all(folder);
+    GTEST_SKIP() << shell.status();
+  }
+  ASSERT_TRUE(shell.ok()) << shell.status();
+  EXPECT_EQ(read_line(fds[0]), absl::StrCat(kWorkerUid));
+  EXPECT_EQ(read_line(fds[0]), absl::StrCat(kWorkerUid)) << "groups besides its own";
+  EXPECT_EQ(read_line(fds[0]), "CapEff:0000000000000000");
+  EXPECT_EQ(read_line(fds[0]), "refused") << "the worker read /etc/shadow";
+  EXPECT_EQ(read_line(fds[0]), absl::StrCat(kWorkerUid)) << "its folder is not its own";
+  EXPECT_EQ(read_line(fds[0]), "1") << "the folder is not a tmpfs of its own";
+  close(fds[0]);
+  int status = 0;
+  ASSERT_EQ(waitpid(*shell, &status, 0), *shell);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
+  std::filesystem::remove_all(folder);
+}
+
+// A kad that is not root cannot give its workers other uids: it says so,
+// naming both, rather than start a worker as its own uid unsaid.
+TEST(NamespacedSpawn, OnlyRootStartsAWorkerAsAnotherUid) {
+  int result[2];
+  ASSERT_EQ(pipe(result), 0);
+  const pid_t tester = fork();
+  if (tester == 0) {
+    close(result[0]);
+    std::string said = "cannot become nobody";
+    if (geteuid() != 0 || (setgroups(0, nullptr) == 0 && setresgid(65534, 65534, 65534) == 0 &&
+                           setresuid(65534, 65534, 65534) == 0)) {
+      char sh[] = "/bin/sh", c[] = "-c", script[] = "exit 0";
+      char* argv[] = {sh, c, script, nullptr};
+      absl::StatusOr<pid_t> shell =
+          spawn_in_own_namespaces(sh, argv, environ, 0, {.run_as = kWorkerUid});
+      said = shell.ok() ? "started" : shell.status().ToString();
+    }
+    (void)!write(result[1], said.data(), said.size());
+    _exit(0);
+  }
+  close(result[1]);
+  std::string said;
+  char buffer[512];
+  for (ssize_t n; (n = read(result[0], buffer, sizeof buffer)) > 0;) said.append(buffer, n);
+  close(result[0]);
+  waitpid(tester, nullptr, 0);
+  EXPECT_THAT(said, ::testing::StartsWith("FAILED_PRECONDITION"));
+  EXPECT_THAT(said, ::testing::HasSubstr(absl::StrCat("as uid ", kWorkerUid)));
 }
 
 // A worker's folder is a tmpfs of its own, in its own mount namespace: what

@@ -14,14 +14,24 @@
 #include "absl/strings/str_format.h"
 #include "backends/registry.h"
 #include "server/daemon.h"
+#include "server/worker/worker_uids.h"
 
 namespace kad::testing {
+
+// The uids a root kad's workers run as, one range for every daemon in this
+// process (two daemons with a range each would give two workers one uid).
+inline std::shared_ptr<server::worker::WorkerUids> worker_uids_as_root() {
+  static const std::shared_ptr<server::worker::WorkerUids> uids =
+      geteuid() == 0 ? server::worker::WorkerUids::create(server::worker::kDefaultWorkerUidBase)
+                     : nullptr;
+  return uids;
+}
 
 class InProcessDaemon {
  public:
   // `workers`: kernels on CPU devices run in worker processes started from
-  // the kad executable (KAD_DAEMON_PATH), as kad runs them by default;
-  // otherwise in this process.
+  // the kad executable (KAD_DAEMON_PATH), as kad runs them by default (under
+  // root, each as a uid of its own); otherwise in this process.
   // `device_queue_depth`: --device-queue-depth (0: launches go straight to
   // the device, unscheduled). `submit_streams`: --submit-streams.
   explicit InProcessDaemon(const std::string& name, bool workers = false,
@@ -33,7 +43,10 @@ class InProcessDaemon {
     options.submit_streams = submit_streams;
     options.listen = {"unix:" + socket_, "tcp://127.0.0.1:0"};
 #ifdef KAD_DAEMON_PATH
-    if (workers) options.workers.command = {KAD_DAEMON_PATH, {}};
+    if (workers) {
+      options.workers.command = {
+          .executable = KAD_DAEMON_PATH, .args = {}, .uids = worker_uids_as_root()};
+    }
 #else
     (void)workers;
 #endif
