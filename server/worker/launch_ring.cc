@@ -44,7 +44,10 @@ absl::StatusOr<bool> LaunchRing::try_write(std::span<const std::byte> record) {
 void LaunchRing::wake() {
   LaunchRingHeader& h = header();
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (h.sleeping.load(std::memory_order_seq_cst) != 0) shm::v1::futex_wake(&h.sleeping);
+  if (h.sleeping.load(std::memory_order_seq_cst) != 0) {
+    h.wakes.fetch_add(1, std::memory_order_seq_cst);
+    shm::v1::futex_wake(&h.wakes);
+  }
 }
 
 std::span<const std::byte> LaunchRing::next() const {
@@ -82,8 +85,8 @@ absl::Status LaunchRing::check_messages_read() const {
                       messages_sent_));
 }
 
-void LaunchRing::sleep_on_word(absl::Duration timeout) {
-  shm::v1::futex_wait(&header().sleeping, 1, absl::ToInt64Nanoseconds(timeout));
+void LaunchRing::sleep_on_word(uint32_t seen, absl::Duration timeout) {
+  shm::v1::futex_wait(&header().wakes, seen, absl::ToInt64Nanoseconds(timeout));
 }
 
 }  // namespace kad::server::worker

@@ -41,9 +41,15 @@ struct LaunchRingHeader {
   // kad: messages it sent on the socket since the ring was attached. The
   // worker reads its socket only when one is owed: no poll per launch.
   alignas(64) std::atomic<uint64_t> messages{0};
-  // The worker: 1 while it may sleep on this word (a futex); kad wakes it
-  // after writing a launch or sending a message.
+  // The worker: 1 while it may sleep; kad wakes it after writing a launch
+  // or sending a message.
   alignas(64) std::atomic<uint32_t> sleeping{0};
+  // kad: its wake-ups, counted; the worker sleeps on this word (a futex)
+  // as it was before its last look. A wake-up that comes between that look
+  // and the sleep has changed the word, so the sleep does not begin: with
+  // an unchanging word, that wake-up was lost, and the launch waited for
+  // the worker's periodic look (5 s).
+  std::atomic<uint32_t> wakes{0};
 };
 
 class LaunchRing {
@@ -103,7 +109,8 @@ class LaunchRing {
       : memory_(std::move(memory)), base_(static_cast<std::byte*>(memory_.data())) {}
   LaunchRingHeader& header() const { return *reinterpret_cast<LaunchRingHeader*>(base_); }
   std::byte* slot(uint64_t n) const { return base_ + kHeaderBytes + (n % kSlots) * kSlotBytes; }
-  void sleep_on_word(absl::Duration timeout);
+  // Sleeps unless `wakes` has changed from `seen`.
+  void sleep_on_word(uint32_t seen, absl::Duration timeout);
 
   SharedMapping memory_;
   std::byte* base_;
@@ -115,6 +122,9 @@ class LaunchRing {
 template <typename MoreToRead>
 void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read) {
   LaunchRingHeader& h = header();
+  // Read before `sleeping` is set: a wake-up kad makes once it sees
+  // `sleeping` changes `wakes` from this, and the sleep does not begin.
+  const uint32_t wakes = h.wakes.load(std::memory_order_seq_cst);
   h.sleeping.store(1, std::memory_order_seq_cst);
   // After `sleeping` is set, kad's next write or message sees it and wakes
   // this worker; anything that came before is seen here (the fence pairs
@@ -122,7 +132,7 @@ void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (h.written.load(std::memory_order_seq_cst) == h.taken.load(std::memory_order_relaxed) &&
       !more_to_read())
-    sleep_on_word(timeout);
+    sleep_on_word(wakes, timeout);
   h.sleeping.store(0, std::memory_order_relaxed);
 }
 

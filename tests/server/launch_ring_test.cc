@@ -116,5 +116,40 @@ TEST(LaunchRing, ASleepingWorkerIsWokenByALaunch) {
       << "the worker slept through the launch";
 }
 
+// The race a worker's last look before it sleeps leaves open: kad writes a
+// launch and wakes the worker after the worker found the ring empty, but
+// before it is asleep. That wake must not be lost: a lost one left the
+// launch waiting for the worker's periodic look, 5 s later (about one
+// worker-shm/pipelined benchmark repetition in six ran at a tenth of its
+// rate). `more_to_read` is the last thing the worker asks before it
+// sleeps: kad's write and wake happen there, as in the race.
+TEST(LaunchRing, ALaunchWrittenJustBeforeTheWorkerSleepsWakesIt) {
+  TwoSides t = make_ring();
+  const auto began = std::chrono::steady_clock::now();
+  t.worker->sleep(absl::Seconds(5), [&] {
+    EXPECT_TRUE(*t.kad->try_write(bytes("late")));
+    t.kad->wake();
+    return false;
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(2))
+      << "the worker slept through a launch written as it fell asleep";
+  ASSERT_TRUE(t.worker->has_next());
+  EXPECT_EQ(text(t.worker->next()), "late");
+}
+
+// The same for a message kad sent on the socket as the worker fell asleep.
+TEST(LaunchRing, AMessageSentJustBeforeTheWorkerSleepsWakesIt) {
+  TwoSides t = make_ring();
+  const auto began = std::chrono::steady_clock::now();
+  t.worker->sleep(absl::Seconds(5), [&] {
+    t.kad->note_message();
+    t.kad->wake();
+    return false;
+  });
+  EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(2))
+      << "the worker slept through a message sent as it fell asleep";
+  EXPECT_TRUE(t.worker->message_owed(0));
+}
+
 }  // namespace
 }  // namespace kad::server::worker
