@@ -4,6 +4,7 @@
 // refused, then it exits 0.
 #include <malloc.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -78,6 +79,17 @@ kad::DeviceRegistry start_devices(const Config& config) {
 int serve_as_worker(Config config) {
   namespace worker = kad::server::worker;
   worker::harden_worker_process(config.worker_fd);
+  // Its memory bound, before anything a client sent: kad set it before the
+  // exec where it started the worker in namespaces of its own, but not
+  // where it could not (posix_spawn sets no limits). Only ever lowered.
+  if (const rlim_t bound = config.worker_max_memory; bound > 0) {
+    rlimit data{};
+    if (getrlimit(RLIMIT_DATA, &data) == 0 &&
+        (data.rlim_max == RLIM_INFINITY || data.rlim_max > bound)) {
+      data = {bound, bound};
+      setrlimit(RLIMIT_DATA, &data);
+    }
+  }
   if (!config.worker_dir.empty()) {
     setenv("TMPDIR", config.worker_dir.c_str(), 1);
     kad::keep_driver_caches_in(config.worker_dir + "/driver-cache", config.worker_specialize);

@@ -75,7 +75,9 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   }
   std::vector<std::string> args{command.executable, "--worker-fd=3",
                                 absl::StrCat("--worker-device=", device_id),
-                                absl::StrCat("--worker-dir=", dir)};
+                                absl::StrCat("--worker-dir=", dir),
+                                // Also set by the worker itself, for a start without namespaces.
+                                absl::StrCat("--worker-max-memory=", command.max_data_bytes)};
   args.insert(args.end(), command.args.begin(), command.args.end());
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());

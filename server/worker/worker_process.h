@@ -39,7 +39,8 @@ struct WorkerCommand {
   uint64_t max_folder_files = 16384;
   // Memory a worker may allocate for itself (--worker-max-memory,
   // RLIMIT_DATA: heap, thread stacks; not its session's buffers). 0: none.
-  // Held where a worker has namespaces of its own.
+  // Set before its exec where it has namespaces of its own, and by the
+  // worker itself (--worker-max-memory) where it has not.
   uint64_t max_data_bytes = default_worker_max_memory();
   // Under a kad that runs as root: the uids workers run as, one each
   // (--worker-uid-base; worker_uids.h). Null: workers run as kad's user.

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -31,6 +32,7 @@
 #include "backends/opencl/opencl_backend.h"
 #include "core/kernel_lowering.h"
 #include "core/launch.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/worker/isolated_device.h"
 #include "tests/support/pocl.h"
@@ -328,6 +330,51 @@ TEST(WorkerConfinement, KadsWorkersBuildAndRunKernelsBehindEveryWall) {
   buffer->reset();
   device.reset();
   EXPECT_FALSE(fs::exists(dir)) << dir << " outlived its worker";
+}
+
+// A worker kad could not start in namespaces of its own (posix_spawn sets
+// no limits) bounds its own memory from its flag, before anything a client
+// sends reaches it, and says so in its walls; with 0 it has no bound and
+// says that too.
+TEST(WorkerConfinement, AWorkerStartedWithoutNamespacesBoundsItsOwnMemory) {
+  for (const uint64_t bound : {uint64_t{1} << 30, uint64_t{0}}) {
+    SCOPED_TRACE(bound);
+    char folder[] = "/tmp/kad-worker-test-XXXXXX";
+    ASSERT_NE(mkdtemp(folder), nullptr);
+    int fds[2];
+    ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+    const pid_t worker = fork();
+    if (worker == 0) {
+      dup2(fds[1], 3);
+      const std::string dir = absl::StrCat("--worker-dir=", folder);
+      const std::string memory = absl::StrCat("--worker-max-memory=", bound);
+      execl(KAD_DAEMON_PATH, KAD_DAEMON_PATH, "--worker-fd=3", "--worker-device=opencl:pocl:0",
+            dir.c_str(), memory.c_str(), nullptr);
+      _exit(127);
+    }
+    close(fds[1]);
+    server::worker::Connection connection(fds[0]);
+    server::worker::MessageReader reader(connection);
+    server::worker::Header header;
+    std::span<const std::byte> payload;
+    ASSERT_TRUE(
+        reader.next(&header, &payload, nullptr, absl::Now() + absl::Seconds(60), 1 << 16).ok());
+    ASSERT_EQ(header.op, static_cast<uint32_t>(server::worker::Op::kHello));
+    server::worker::HelloRecord hello;
+    ASSERT_GE(payload.size(), sizeof hello);
+    std::memcpy(&hello, payload.data(), sizeof hello);
+    EXPECT_EQ(hello.code, 0);
+    EXPECT_EQ((hello.walls & server::worker::kWallMemoryLimit) != 0, bound > 0)
+        << describe_walls(hello.walls, hello.landlock_abi);
+    const std::string limits = testing::read_proc_file(absl::StrCat("/proc/", worker, "/limits"));
+    const std::string expected =
+        bound > 0 ? absl::StrCat(bound, " +", bound) : std::string("unlimited +unlimited");
+    EXPECT_THAT(limits, ::testing::ContainsRegex("Max data size +" + expected + " ")) << limits;
+    close(fds[0]);  // a worker whose daemon hung up ends
+    int status = 0;
+    ASSERT_EQ(waitpid(worker, &status, 0), worker);
+    fs::remove_all(folder);
+  }
 }
 
 }  // namespace
