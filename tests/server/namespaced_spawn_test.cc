@@ -66,29 +66,44 @@ bool leads_its_session(pid_t pid) {
   return stat.size() > 3 && stat[3] == absl::StrCat(pid);
 }
 
-TEST(NamespacedSpawn, AWorkerSeesNoProcessOutsideItsNamespaceAndTakesWhatItStartedWithIt) {
+// Starts `/bin/sh -c script` as kad starts a worker
+// (spawn_in_own_namespaces with `limits`), its fd 3 a socket whose other
+// end goes to `*lines` (-1 when it did not start), for what it reports.
+absl::StatusOr<pid_t> start_shell(const std::string& script,
+                                  const server::worker::NamespaceLimits& limits, int* lines) {
+  *lines = -1;
   int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
+  if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0)
+    return absl::InternalError("no socketpair");
+  std::vector<std::string> args{"/bin/sh", "-c", script};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  absl::StatusOr<pid_t> shell =
+      spawn_in_own_namespaces("/bin/sh", argv.data(), environ, fds[1], limits);
+  close(fds[1]);
+  if (shell.ok()) {
+    *lines = fds[0];
+  } else {
+    close(fds[0]);
+  }
+  return shell;
+}
+
+TEST(NamespacedSpawn, AWorkerSeesNoProcessOutsideItsNamespaceAndTakesWhatItStartedWithIt) {
   const std::string script = absl::StrCat(
       "echo \"$$\" >&3; "
       "if kill -0 ",
       getpid(), " 2>/dev/null; then echo seen >&3; else echo unseen >&3; fi; ",
       "setsid sleep 600 & echo started >&3; wait");
-  std::vector<std::string> args{"/bin/sh", "-c", script};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  absl::StatusOr<pid_t> shell = spawn_in_own_namespaces("/bin/sh", argv.data(), environ, fds[1]);
-  close(fds[1]);
-  if (absl::IsUnavailable(shell.status())) {
-    close(fds[0]);
-    GTEST_SKIP() << shell.status();
-  }
+  int lines = -1;
+  absl::StatusOr<pid_t> shell = start_shell(script, {}, &lines);
+  if (absl::IsUnavailable(shell.status())) GTEST_SKIP() << shell.status();
   ASSERT_TRUE(shell.ok()) << shell.status();
-  EXPECT_EQ(read_line(fds[0]), "1") << "the worker is not PID 1 of a namespace of its own";
-  EXPECT_EQ(read_line(fds[0]), "unseen") << "the worker sees the process that started it";
-  ASSERT_EQ(read_line(fds[0]), "started");
-  close(fds[0]);
+  EXPECT_EQ(read_line(lines), "1") << "the worker is not PID 1 of a namespace of its own";
+  EXPECT_EQ(read_line(lines), "unseen") << "the worker sees the process that started it";
+  ASSERT_EQ(read_line(lines), "started");
+  close(lines);
 
   // The process it started, by the pid kad sees.
   std::ifstream children(absl::StrCat("/proc/", *shell, "/task/", *shell, "/children"));
@@ -199,35 +214,28 @@ TEST(NamespacedSpawn, AWorkerRunAsAUidOfItsOwnIsThatUidAloneAndOwnsItsFolder) {
   ASSERT_NE(mkdtemp(folder), nullptr);
   // kad gives it its folder before it starts (WorkerProcess::spawn).
   ASSERT_EQ(chown(folder, kWorkerUid, kWorkerUid), 0);
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   const std::string script = absl::StrCat(
       "id -u >&3; id -G >&3; grep CapEff /proc/self/status | tr -d ' \\t' >&3; "
       "if cat /etc/shadow >/dev/null 2>&1; then echo read >&3; else echo refused >&3; fi; "
       "if touch ",
       folder, "/mine; then stat -c %u ", folder, "/mine >&3; else echo unwritable >&3; fi; ",
       "grep -c ' ", folder, " tmpfs ' /proc/self/mounts >&3");
-  std::vector<std::string> args{"/bin/sh", "-c", script};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  absl::StatusOr<pid_t> shell = spawn_in_own_namespaces(
-      "/bin/sh", argv.data(), environ, fds[1],
-      {.folder = folder, .folder_bytes = 1 << 20, .folder_files = 64, .run_as = kWorkerUid});
-  close(fds[1]);
+  int lines = -1;
+  absl::StatusOr<pid_t> shell = start_shell(
+      script, {.folder = folder, .folder_bytes = 1 << 20, .folder_files = 64, .run_as = kWorkerUid},
+      &lines);
   if (absl::IsUnavailable(shell.status())) {
-    close(fds[0]);
     std::filesystem::remove_all(folder);
     GTEST_SKIP() << shell.status();
   }
   ASSERT_TRUE(shell.ok()) << shell.status();
-  EXPECT_EQ(read_line(fds[0]), absl::StrCat(kWorkerUid));
-  EXPECT_EQ(read_line(fds[0]), absl::StrCat(kWorkerUid)) << "groups besides its own";
-  EXPECT_EQ(read_line(fds[0]), "CapEff:0000000000000000");
-  EXPECT_EQ(read_line(fds[0]), "refused") << "the worker read /etc/shadow";
-  EXPECT_EQ(read_line(fds[0]), absl::StrCat(kWorkerUid)) << "its folder is not its own";
-  EXPECT_EQ(read_line(fds[0]), "1") << "the folder is not a tmpfs of its own";
-  close(fds[0]);
+  EXPECT_EQ(read_line(lines), absl::StrCat(kWorkerUid));
+  EXPECT_EQ(read_line(lines), absl::StrCat(kWorkerUid)) << "groups besides its own";
+  EXPECT_EQ(read_line(lines), "CapEff:0000000000000000");
+  EXPECT_EQ(read_line(lines), "refused") << "the worker read /etc/shadow";
+  EXPECT_EQ(read_line(lines), absl::StrCat(kWorkerUid)) << "its folder is not its own";
+  EXPECT_EQ(read_line(lines), "1") << "the folder is not a tmpfs of its own";
+  close(lines);
   int status = 0;
   ASSERT_EQ(waitpid(*shell, &status, 0), *shell);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -271,8 +279,6 @@ TEST(NamespacedSpawn, OnlyRootStartsAWorkerAsAnotherUid) {
 TEST(NamespacedSpawn, AWorkersFolderHoldsNoMoreThanItsBoundAndNothingReachesKads) {
   char folder[] = "/tmp/kad-folder-XXXXXX";
   ASSERT_NE(mkdtemp(folder), nullptr);
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   const std::string script = absl::StrCat(
       "cd ", folder,
       " || exit 1; dd if=/dev/zero of=big bs=64k count=100 2>/dev/null; "
@@ -281,28 +287,22 @@ TEST(NamespacedSpawn, AWorkersFolderHoldsNoMoreThanItsBoundAndNothingReachesKads
       "id -u >&3; "
       "grep -c ' ",
       folder, " tmpfs ' /proc/self/mounts >&3");
-  std::vector<std::string> args{"/bin/sh", "-c", script};
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
+  int lines = -1;
   absl::StatusOr<pid_t> shell =
-      spawn_in_own_namespaces("/bin/sh", argv.data(), environ, fds[1],
-                              {.folder = folder, .folder_bytes = 1 << 20, .folder_files = 64});
-  close(fds[1]);
+      start_shell(script, {.folder = folder, .folder_bytes = 1 << 20, .folder_files = 64}, &lines);
   if (absl::IsUnavailable(shell.status())) {
-    close(fds[0]);
     std::filesystem::remove_all(folder);
     GTEST_SKIP() << shell.status();
   }
   ASSERT_TRUE(shell.ok()) << shell.status();
-  EXPECT_EQ(read_line(fds[0]), "1048576") << "a file larger than the folder's bound";
+  EXPECT_EQ(read_line(lines), "1048576") << "a file larger than the folder's bound";
   int files = -1;
-  EXPECT_TRUE(absl::SimpleAtoi(read_line(fds[0]), &files));
+  EXPECT_TRUE(absl::SimpleAtoi(read_line(lines), &files));
   EXPECT_GT(files, 32);
   EXPECT_LT(files, 64) << "more files than the folder's bound";
-  EXPECT_EQ(read_line(fds[0]), absl::StrCat(geteuid()));
-  EXPECT_EQ(read_line(fds[0]), "1") << "the folder is not a tmpfs of its own";
-  close(fds[0]);
+  EXPECT_EQ(read_line(lines), absl::StrCat(geteuid()));
+  EXPECT_EQ(read_line(lines), "1") << "the folder is not a tmpfs of its own";
+  close(lines);
   int status = 0;
   ASSERT_EQ(waitpid(*shell, &status, 0), *shell);
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << status;
@@ -314,25 +314,17 @@ TEST(NamespacedSpawn, AWorkersFolderHoldsNoMoreThanItsBoundAndNothingReachesKads
 // or not: an allocation past the bound fails in the worker, one within it
 // does not.
 TEST(NamespacedSpawn, AWorkersMemoryLimitRefusesAnAllocationPastIt) {
-  int fds[2];
-  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   // dd allocates its block: 256 MiB past the bound of 128, 16 MiB within.
-  char sh[] = "/bin/sh", c[] = "-c";
-  char script[] =
+  int lines = -1;
+  absl::StatusOr<pid_t> shell = start_shell(
       "dd if=/dev/zero of=/dev/null bs=256M count=1 2>/dev/null; echo $? >&3; "
-      "dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null; echo $? >&3";
-  char* argv[] = {sh, c, script, nullptr};
-  absl::StatusOr<pid_t> shell =
-      spawn_in_own_namespaces(sh, argv, environ, fds[1], {.max_data_bytes = uint64_t{128} << 20});
-  close(fds[1]);
-  if (absl::IsUnavailable(shell.status())) {
-    close(fds[0]);
-    GTEST_SKIP() << shell.status();
-  }
+      "dd if=/dev/zero of=/dev/null bs=16M count=1 2>/dev/null; echo $? >&3",
+      {.max_data_bytes = uint64_t{128} << 20}, &lines);
+  if (absl::IsUnavailable(shell.status())) GTEST_SKIP() << shell.status();
   ASSERT_TRUE(shell.ok()) << shell.status();
-  EXPECT_EQ(read_line(fds[0]), "1") << "256 MiB allocated under a bound of 128";
-  EXPECT_EQ(read_line(fds[0]), "0") << "16 MiB refused under a bound of 128";
-  close(fds[0]);
+  EXPECT_EQ(read_line(lines), "1") << "256 MiB allocated under a bound of 128";
+  EXPECT_EQ(read_line(lines), "0") << "16 MiB refused under a bound of 128";
+  close(lines);
   ASSERT_EQ(waitpid(*shell, nullptr, 0), *shell);
 }
 
