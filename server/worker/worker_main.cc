@@ -25,6 +25,7 @@
 #include "core/code_cache.h"
 #include "core/kernel_lowering.h"
 #include "kad/shm/v1/ring.h"
+#include "server/worker/abort_status.h"
 #include "server/worker/end_frontier.h"
 #include "server/worker/launch_ring.h"
 #include "server/worker/queue_progress.h"
@@ -553,6 +554,7 @@ void harden_worker_process(int fd) {
     close(fd);
   }
   syscall(SYS_close_range, 4u, ~0u, 0u);
+  report_aborts_by_exit_status();
 }
 
 int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls) {

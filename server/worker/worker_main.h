@@ -11,7 +11,8 @@
 namespace kad::server::worker {
 
 // Prepares the process to run untrusted code: it dies with its parent, dumps
-// no core, and keeps no descriptor but 0-2 and `fd`. Call first.
+// no core, keeps no descriptor but 0-2 and `fd`, and an abort() ends it
+// with kAbortedExitStatus (abort_status.h). Call first.
 void harden_worker_process(int fd);
 
 // Serves the daemon on `fd` with `device` (null: the worker cannot serve,

@@ -20,6 +20,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/worker/abort_status.h"
 #include "server/worker/namespaced_spawn.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_confinement.h"
@@ -270,6 +271,8 @@ std::string WorkerProcess::describe(int status) const {
   if (WIFSIGNALED(status)) {
     const int sig = WTERMSIG(status);
     how = absl::StrFormat("was killed by signal %d (%s)", sig, strsignal(sig));
+  } else if (WIFEXITED(status) && WEXITSTATUS(status) == kAbortedExitStatus) {
+    how = "aborted (SIGABRT: an assertion or fatal error in its driver)";
   } else if (WIFEXITED(status)) {
     how = absl::StrFormat("exited with status %d", WEXITSTATUS(status));
   }
