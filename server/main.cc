@@ -175,8 +175,10 @@ int serve(Config config) {
     if (getuid() == 0 && config.worker_uid_base != 0) {
       // A uid of its own per worker, if such a uid may run kad at all.
       const uid_t base = config.worker_uid_base;
-      if (absl::Status may = kad::server::worker::check_uid_may_run(base, self.string());
-          may.ok()) {
+      absl::Status may =
+          kad::server::worker::check_uids_unused(base, kad::server::worker::kWorkerUidCount);
+      if (may.ok()) may = kad::server::worker::check_uid_may_run(base, self.string());
+      if (may.ok()) {
         w.command.uids = kad::server::worker::WorkerUids::create(base);
         spdlog::info("workers run as uids of their own, one each, from {} to {}", base,
                      base + (kad::server::worker::kWorkerUidCount - 1));

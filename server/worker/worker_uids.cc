@@ -1,5 +1,7 @@
 #include "server/worker/worker_uids.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -52,6 +54,34 @@ size_t WorkerUids::in_use() const {
 void WorkerUids::give_back(uid_t uid) {
   absl::MutexLock lock(&mu_);
   taken_.erase(uid);
+}
+
+absl::Status check_uids_unused(uid_t base, uint32_t count) {
+  const auto in_range = [&](uint64_t id) { return id >= base && id - base < count; };
+  const auto taken = [&](const char* what, const char* name, uint64_t id) {
+    return absl::FailedPreconditionError(
+        absl::StrFormat("%s %s has id %d, within the workers' uids %d to %d", what, name, id, base,
+                        base + (count - 1)));
+  };
+  absl::Status found;
+  setpwent();
+  while (const passwd* p = getpwent()) {
+    if (in_range(p->pw_uid)) {
+      found = taken("user", p->pw_name, p->pw_uid);
+      break;
+    }
+  }
+  endpwent();
+  if (!found.ok()) return found;
+  setgrent();
+  while (const group* g = getgrent()) {
+    if (in_range(g->gr_gid)) {
+      found = taken("group", g->gr_name, g->gr_gid);
+      break;
+    }
+  }
+  endgrent();
+  return found;
 }
 
 absl::Status check_uid_may_run(uid_t uid, const std::string& executable) {

@@ -73,6 +73,12 @@ class WorkerUids : public std::enable_shared_from_this<WorkerUids> {
   absl::flat_hash_set<uid_t> taken_ ABSL_GUARDED_BY(mu_);
 };
 
+// OK when no user or group the machine lists (getpwent, getgrent: the
+// local files and any directory service that enumerates) has an id in
+// [base, base + count); else FAILED_PRECONDITION naming the first found,
+// its id and the range. A worker must share its uid with no one.
+absl::Status check_uids_unused(uid_t base, uint32_t count);
+
 // OK when a process of `uid` (with gid `uid` and no supplementary groups)
 // may execute `executable`: every folder on its path searchable and the file
 // executable by others. Checked by a child that becomes `uid` (kad must be

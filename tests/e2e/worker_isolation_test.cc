@@ -437,6 +437,20 @@ TEST(WorkerUids, EachSessionsWorkerRunsAsAUidOfItsOwnUnderRoot) {
   testing::expect_bystander_served(uri, 9);
 }
 
+// A range that holds a user or group of the machine is not used: a worker
+// would be that user to the kernel. kad says why and runs workers as root.
+TEST(WorkerUids, ARangeHoldingAUserOfTheMachineIsNotUsed) {
+  if (getuid() != 0) GTEST_SKIP() << "workers take uids of their own only under a root kad";
+  auto d = testing::Daemon::start({"--worker-spares", "1", "--worker-uid-base", "65534"});
+  ASSERT_TRUE(d.ok()) << d.status();
+  std::string nspid;
+  const pid_t spare = spare_worker_of(**d, &nspid);
+  ASSERT_NE(spare, 0) << "kad started no spare worker: " << (*d)->log();
+  EXPECT_EQ(real_uid_of(spare), 0);
+  EXPECT_THAT((*d)->log(), HasSubstr("workers run as root: user nobody has id 65534, within the "
+                                     "workers' uids 65534 to 131069 (--worker-uid-base)"));
+}
+
 // A worker's folder (its only writable one) is a tmpfs of its own of
 // --worker-max-folder-bytes, and the memory it allocates for itself is
 // bounded by --worker-max-memory (the bounds themselves:

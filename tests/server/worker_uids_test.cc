@@ -70,6 +70,23 @@ TEST(WorkerUids, AMovedUidIsHandedBackOnce) {
   EXPECT_EQ(uids->in_use(), 0u);
 }
 
+// kad checks at start that no user or group of the machine has a workers'
+// uid: a worker would otherwise be that user to the kernel.
+TEST(WorkerUids, KadChecksThatNoUserOrGroupHasAWorkersUid) {
+  EXPECT_TRUE(server::worker::check_uids_unused(server::worker::kDefaultWorkerUidBase,
+                                                server::worker::kWorkerUidCount)
+                  .ok());
+  // Debian's nobody (65534) and nogroup.
+  absl::Status nobody = server::worker::check_uids_unused(65530, 10);
+  EXPECT_EQ(nobody.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(nobody.message()),
+              ::testing::HasSubstr("has id 65534, within the workers' uids 65530 to 65539"));
+  // A group counts too: Debian's utmp (43) is no user's id.
+  absl::Status utmp = server::worker::check_uids_unused(43, 1);
+  EXPECT_EQ(utmp.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_THAT(std::string(utmp.message()), ::testing::HasSubstr("group utmp has id 43"));
+}
+
 // kad checks at start that a worker's uid may run its executable (a kad
 // built in a folder only root may enter could not start a worker as it).
 TEST(WorkerUids, KadChecksThatAWorkersUidMayRunItsExecutable) {
