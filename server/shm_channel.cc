@@ -96,7 +96,11 @@ ShmChannel::~ShmChannel() {
     futex_wake(&header_->submit.tail);
   }
   if (thread_.joinable()) thread_.join();
-  release_memfd_memory(memfd_, kChannelBytes);  // however long the client keeps its mapping
+  // Freed however long the client keeps its mapping. The header's page
+  // stays where kad ended the channel: a client that looks after kad has
+  // reaped it must still read that it ended and why, not a zeroed header
+  // (closed 0, ring indices 0).
+  release_memfd_memory(memfd_, kChannelBytes, ended_ ? kSubmitOffset : 0);
   if (memory_) munmap(memory_, kChannelBytes);
   if (memfd_ >= 0) close(memfd_);
   if (socket_ >= 0) close(socket_);
@@ -128,6 +132,7 @@ void ShmChannel::end(const std::string& reason) {
   std::memcpy(header_->close_reason, reason.data(), n);
   header_->close_reason_length = static_cast<uint32_t>(n);
   header_->closed.store(1, std::memory_order_release);
+  ended_ = true;
   // Wake a client asleep on either ring.
   futex_wake(&header_->completion.tail);
   futex_wake(&header_->submit.head);

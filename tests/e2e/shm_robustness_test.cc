@@ -4,6 +4,7 @@
 // request or that channel with a clear reason; a bystander client keeps being
 // served (checked after each test).
 #include <fcntl.h>
+#include <poll.h>
 #include <sched.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -111,6 +112,13 @@ class RawChannel {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     }
     return true;
+  }
+  // Whether kad hangs up the side socket within `timeout`: it has reaped
+  // the channel.
+  bool hung_up_within(std::chrono::milliseconds timeout) {
+    pollfd p{fd_, POLLIN | POLLRDHUP, 0};
+    return poll(&p, 1, static_cast<int>(timeout.count())) > 0 &&
+           (p.revents & (POLLHUP | POLLRDHUP | POLLERR)) != 0;
   }
   std::string close_reason() {
     return std::string(header_->close_reason, header_->close_reason_length);
@@ -456,6 +464,23 @@ TEST_F(ShmRobustness, OutOfRangeRingIndicesEndTheChannel) {
   EXPECT_THAT(c.close_reason(), HasSubstr("submission ring indices out of range"));
 }
 
+// kad frees an ended channel's memory at once, however long the client maps
+// it, but for the header's page: a client that looks only after kad reaped
+// the channel still reads that it ended and why. (It read a zeroed header:
+// not closed, ring indices back at 0, and a slow client saw no end at all.)
+TEST_F(ShmRobustness, AnEndedChannelStillSaysWhyAfterKadReapedIt) {
+  RawChannel c;
+  ASSERT_EQ(c.open(shm_path(), owner_->session_id(), queue_->handle()).code, 0);
+  c.header()->submit.tail.store(100000);
+  notify(&c.header()->submit.tail, &c.header()->submit.consumer_waiting);
+  ASSERT_TRUE(c.hung_up_within(std::chrono::seconds(5)));
+  // The listener reaps before it hangs up: the socket closes in the channel's destructor.
+  EXPECT_EQ(c.header()->closed.load(), 1u);
+  EXPECT_THAT(c.close_reason(),
+              HasSubstr("submission ring indices out of range (head 0, tail 100000)"));
+  EXPECT_EQ(c.header()->submit.tail.load(), 100000u);
+}
+
 // kad counts the completions it posted itself: a client that rewrites the
 // completion ring's tail moves nothing of kad's, and the next answer lands
 // in the slot after the last.
@@ -572,11 +597,12 @@ TEST_F(ShmRobustness, MemoryKadLetsGoIsFreedWhileTheClientStillMapsIt) {
     struct stat st {};
     return fstat(fd, &st) == 0 ? st.st_blocks : -1;
   };
-  auto freed_within = [&](int fd, std::chrono::seconds timeout) {
+  // Whether all but `kept` blocks (of 512 bytes) are freed within `timeout`.
+  auto freed_within = [&](int fd, std::chrono::seconds timeout, int64_t kept = 0) {
     const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (blocks(fd) != 0 && std::chrono::steady_clock::now() < deadline)
+    while (blocks(fd) != kept && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    return blocks(fd) == 0;
+    return blocks(fd) == kept;
   };
 
   constexpr int64_t kInts = 1 << 18;
@@ -612,8 +638,10 @@ TEST_F(ShmRobustness, MemoryKadLetsGoIsFreedWhileTheClientStillMapsIt) {
   EXPECT_GT(blocks(c.memfd()), 0);
   q->reset();
   leaving.reset();  // the channel ends with its session; its mapping stays here
-  EXPECT_TRUE(freed_within(c.memfd(), std::chrono::seconds(5)))
+  // All but the header's page, which says why the channel ended.
+  EXPECT_TRUE(freed_within(c.memfd(), std::chrono::seconds(5), kSubmitOffset / 512))
       << blocks(c.memfd()) << " blocks of an ended channel stay";
+  EXPECT_THAT(c.close_reason(), HasSubstr("the session this channel belongs to has closed"));
 }
 
 // CPU seconds kad's shared-memory channel threads ("kad-shm") have used.
