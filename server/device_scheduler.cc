@@ -16,10 +16,11 @@ struct DeviceScheduler::Flow::Share {
   absl::Time idle_since = absl::InfinitePast();
 };
 
-DeviceScheduler::DeviceScheduler(uint32_t depth)
+DeviceScheduler::DeviceScheduler(uint32_t depth, OneTenantsQueues queues)
     : depth_(std::max<uint32_t>(depth, 1)),
       contended_depth_(std::max<uint32_t>(depth_ / 16, 1)),
-      lower_class_cap_(std::max<uint32_t>(contended_depth_ / 4, 1)) {
+      lower_class_cap_(std::max<uint32_t>(contended_depth_ / 4, 1)),
+      first_launch_at_once_(queues == OneTenantsQueues::kFirstLaunchAtOnce) {
   // Reserved now, so that a launch that must wait allocates nothing.
   absl::MutexLock lock(&mu_);
   waiters_.reserve(64);
@@ -53,7 +54,10 @@ void DeviceScheduler::note_active_locked(Flow& flow, bool was) {
 
 void DeviceScheduler::add_in_flight_locked(Flow& flow, int64_t delta) {
   const bool was = active(flow);
+  const uint32_t before = flow.in_flight_;
   flow.in_flight_ = static_cast<uint32_t>(flow.in_flight_ + delta);
+  beyond_first_ =
+      beyond_first_ - std::max<uint32_t>(before, 1) + std::max<uint32_t>(flow.in_flight_, 1);
   note_active_locked(flow, was);
   in_flight_ = static_cast<uint32_t>(in_flight_ + delta);
   Class& c = class_locked(flow.share_.priority);
@@ -115,14 +119,34 @@ void DeviceScheduler::leave(Flow& flow) {
   grant_locked();
 }
 
-bool DeviceScheduler::try_take_locked(Flow& flow) {
-  if (!waiters_.empty() || in_flight_ >= depth_now_locked()) return false;
-  // A queue that starts to use the device makes it contended: the others'
-  // launches already on it are not taken back, new ones wait their turn.
-  if (!active(flow) && active_flows_ > 0 && in_flight_ >= contended_depth_) return false;
-  if (classes_.size() > 1 && capped_locked(flow.share_.priority, absl::Now()) &&
+bool DeviceScheduler::only_tenant_locked(const Flow& flow, absl::Time now) const {
+  if (!first_launch_at_once_) return false;
+  for (const auto& s : shares_) {
+    if (s.get() != &flow.share_ && (s->active_flows > 0 || now - s->idle_since < kIdleCatchUp))
+      return false;
+  }
+  return true;
+}
+
+bool DeviceScheduler::room_locked(const Flow& flow, absl::Time now) {
+  if (in_flight_ >= depth_) return false;
+  if (classes_.size() > 1 && capped_locked(flow.share_.priority, now) &&
       class_locked(flow.share_.priority).in_flight >= lower_class_cap_)
     return false;
+  // A queue that starts to use the device makes it contended: the others'
+  // launches already on it are not taken back, new ones wait their turn.
+  if (active_flows_ - (active(flow) ? 1 : 0) == 0) return true;  // alone: all of it
+  if (only_tenant_locked(flow, now))
+    return flow.in_flight_ == 0 || beyond_first_ < contended_depth_;
+  return in_flight_ < contended_depth_;
+}
+
+bool DeviceScheduler::try_take_locked(Flow& flow) {
+  const absl::Time now = clock_locked();
+  // Launches that wait go first; but while its tenant is alone, a queue's
+  // first launch takes none of the slots they wait for.
+  if (!waiters_.empty() && !(flow.in_flight_ == 0 && only_tenant_locked(flow, now))) return false;
+  if (!room_locked(flow, now)) return false;
   charge_locked(flow);
   add_in_flight_locked(flow, 1);
   return true;
@@ -199,22 +223,21 @@ bool DeviceScheduler::others_wait_locked(const Flow& flow) const {
 }
 
 void DeviceScheduler::grant_locked() {
-  const absl::Time now = classes_.size() > 1 ? absl::Now() : absl::InfinitePast();
-  while (in_flight_ < depth_now_locked() && !waiters_.empty()) {
+  const absl::Time now = clock_locked();
+  while (in_flight_ < depth_ && !waiters_.empty()) {
     // Highest priority class, then the tenant furthest behind, then its
-    // queue furthest behind; a lower class only below its cap.
+    // queue furthest behind; only those the device has room for (a lower
+    // class below its cap).
     auto best = waiters_.end();
     for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
       const Flow* f = *it;
-      if (classes_.size() > 1 && capped_locked(f->share_.priority, now) &&
-          class_locked(f->share_.priority).in_flight >= lower_class_cap_)
-        continue;
+      if (!room_locked(*f, now)) continue;
       if (best == waiters_.end() ||
           std::make_tuple(-f->share_.priority, f->share_.vtime, f->vtime_) <
               std::make_tuple(-(*best)->share_.priority, (*best)->share_.vtime, (*best)->vtime_))
         best = it;
     }
-    if (best == waiters_.end()) return;  // only capped ones wait
+    if (best == waiters_.end()) return;  // none has room
     Flow& flow = **best;
     charge_locked(flow);
     ++flow.granted_;

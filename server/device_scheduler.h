@@ -21,12 +21,28 @@
 // queue's completions measures the others' launches as much as its own.)
 //
 // One queue alone may fill the device to `depth` (a pipelining client keeps
-// it busy). While several queues have launches on it or waiting for it, it
-// takes only depth/16 (at least one): devices run the launches of all their
-// queues side by side (PoCL does; so do a GPU's hardware queues), so a
+// it busy). While several tenants' queues have launches on it or waiting for
+// it, it takes only depth/16 (at least one): devices run the launches of all
+// their queues side by side (PoCL does; so do a GPU's hardware queues), so a
 // queue with a launch on the device gets its turn there whatever its
 // weight, and only a shallow queue lets the order above decide the shares
 // (and bounds how many launches a newcomer waits behind).
+//
+// While the queues that compete are all one tenant's (no other tenant's
+// within kIdleCatchUp), there are no weights to keep: each queue's first
+// launch on the device takes a slot at once, up to `depth`, and only the
+// launches beyond each queue's first share depth/16. Synchronous clients
+// (one launch each) then never wait in kad for one another: with the
+// contended depth for them too, 32 of them took turns at 4 slots, each turn
+// a chain of wake-ups, and left the machine 40 % idle
+// (bench/results/2026-12-02-waiting-client-dispatches). A pipelining
+// queue of the same tenant still keeps at most depth/16 beyond its first, so
+// a newcomer's first launch goes at once, as any of a synchronous client's.
+// Not on a device whose sessions run in workers (OneTenantsQueues): there,
+// equal synchronous clients' turns at the contended depth are what keeps
+// their workers even on the cores (32 clients on 2 cores: Jain's index
+// 0.67-0.99 with first launches at once, 1.00 with turns; DESIGN §9 asks
+// 0.95; bench/results/2026-12-03-first-launch-at-once).
 //
 // While a higher priority class is busy (launches on the device or waiting,
 // or some within the last kClassLinger), lower classes hold at most a
@@ -116,7 +132,13 @@ class DeviceScheduler {
 
   using Measured = MeasuredLaunches;
 
-  explicit DeviceScheduler(uint32_t depth);
+  // How the queues of one tenant share a contended device.
+  enum class OneTenantsQueues {
+    kFirstLaunchAtOnce,       // each queue's first launch goes at once (sessions in kad)
+    kShareTheContendedDepth,  // every launch shares depth/16 (sessions in workers)
+  };
+  explicit DeviceScheduler(uint32_t depth,
+                           OneTenantsQueues queues = OneTenantsQueues::kFirstLaunchAtOnce);
   ~DeviceScheduler();
 
   uint32_t depth() const { return depth_; }
@@ -192,10 +214,22 @@ class DeviceScheduler {
   // Whether a higher class than `priority` keeps it to the lower classes' cap now.
   bool capped_locked(int32_t priority, absl::Time now) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  // The device's queue depth now: all of it for one queue, a sixteenth
-  // while queues compete.
-  uint32_t depth_now_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return active_flows_ > 1 ? contended_depth_ : depth_;
+  // Whether the device has room for one more launch of `flow` now: all of
+  // its depth for one queue; while queues compete, a sixteenth, or, while
+  // they are all `flow`'s tenant's, each queue's first launch and a
+  // sixteenth beyond them; a lower class no more than its cap while a higher
+  // one is busy. `now` is read only where a class or a tenant lingers
+  // (clock_locked).
+  bool room_locked(const Flow& flow, absl::Time now) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether `flow`'s first launch goes at once: the device lets one
+  // tenant's queues do so, and no tenant but `flow`'s has had launches on
+  // the device or waiting within kIdleCatchUp.
+  bool only_tenant_locked(const Flow& flow, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The time room_locked needs: none (InfinitePast) on a device that one
+  // tenant in one class has used.
+  absl::Time clock_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    return classes_.size() > 1 || shares_.size() > 1 ? absl::Now() : absl::InfinitePast();
   }
   // Keeps active_flows_ and when flows and tenants went idle: `flow` had
   // launches on the device or waiting (`was`), and now may not, or the other
@@ -205,9 +239,13 @@ class DeviceScheduler {
   const uint32_t depth_;
   const uint32_t contended_depth_;
   const uint32_t lower_class_cap_;
+  const bool first_launch_at_once_;
   mutable absl::Mutex mu_;
   std::vector<Class> classes_ ABSL_GUARDED_BY(mu_);
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  // The launches on the device beyond each queue's first: what shares the
+  // contended depth while one tenant's queues compete.
+  uint32_t beyond_first_ ABSL_GUARDED_BY(mu_) = 0;
   uint32_t active_flows_ ABSL_GUARDED_BY(mu_) = 0;  // with launches on the device or waiting
   uint64_t held_now_ ABSL_GUARDED_BY(mu_) = 0;
   uint64_t held_total_ ABSL_GUARDED_BY(mu_) = 0;

@@ -147,10 +147,14 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
   }
   // Every device's launches are scheduled, whether sessions share it in
   // this process or each has a worker of its own there (device_scheduler.h).
-  for (size_t i = 0; i < registry_.devices.size(); ++i) {
+  for (const auto& d : registry_.devices) {
     schedulers_.push_back(limits_.device_queue_depth == 0
                               ? nullptr
-                              : std::make_unique<DeviceScheduler>(limits_.device_queue_depth));
+                              : std::make_unique<DeviceScheduler>(
+                                    limits_.device_queue_depth,
+                                    isolated(*d)
+                                        ? DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth
+                                        : DeviceScheduler::OneTenantsQueues::kFirstLaunchAtOnce));
   }
 }
 

@@ -50,6 +50,10 @@ constexpr char kSpinSource[] =
     "  if (kad_active()) out[0] = acc;\n}\n";
 
 class FairShare : public ::testing::Test {
+ public:
+  // Launches that ever waited in kad for the device.
+  uint64_t held_total() const { return device_status().held_total; }
+
  protected:
   void start(int depth, bool workers = false) {
     char dir[] = "/tmp/kad-fair-XXXXXX";
@@ -184,6 +188,41 @@ TEST_F(FairShare, AClientThatNeverWaitsDoesNotKeepTheDeviceFromOthers) {
   if (!ready) daemon_.reset();  // ends the bystander's calls: the test fails, not hangs
   served.get();
   EXPECT_TRUE(ready) << "the bystander waited for a slot the idle client's ended launch held";
+}
+
+// Four queues of one tenant, each with one long launch, on a device of
+// contended depth 1: how many of those launches waited in kad.
+uint64_t launches_held_of_four_queues(FairShare& test, Client& c) {
+  std::vector<Loaded> queues;
+  for (int i = 0; i < 4; ++i) {
+    queues.push_back(load(c, kSpinSource, "spin", client::ScalarType::kI32));
+    if (queues.back().queue == nullptr) return 0;
+  }
+  for (Loaded& l : queues) {  // about 0.3 s each: all four are sent while the first runs
+    const client::Arg args[] = {client::Arg::buffer(l.buffer),
+                                client::Arg::scalar<int32_t>(200'000'000)};
+    EXPECT_TRUE(l.queue->launch(l.kernel, client::Dims{1}, nullptr, args).ok());
+  }
+  for (Loaded& l : queues) EXPECT_TRUE(l.queue->wait().ok());
+  return test.held_total();
+}
+
+// Sessions in kad (as on a GPU): one tenant's queues each put their first
+// launch on the device at once; none waits in kad for another's.
+TEST_F(FairShare, OneTenantsQueuesEachPutTheirFirstLaunchOnTheDeviceAtOnce) {
+  start(16);  // contended: 1
+  auto c = connect(kLowToken, "four-queues");
+  ASSERT_NE(c, nullptr);
+  EXPECT_EQ(launches_held_of_four_queues(*this, *c), 0u);
+}
+
+// Through workers, the same launches take turns (their workers share the
+// cores evenly so).
+TEST_F(FairShare, ThroughWorkersOneTenantsQueuesTakeTurns) {
+  start(16, /*workers=*/true);
+  auto c = connect(kLowToken, "four-queues");
+  ASSERT_NE(c, nullptr);
+  EXPECT_GE(launches_held_of_four_queues(*this, *c), 3u);
 }
 
 void FairShare::expect_a_higher_priority_launch_goes_first() {

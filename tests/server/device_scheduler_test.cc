@@ -127,6 +127,68 @@ TEST(DeviceScheduler, WhileQueuesCompeteTheDeviceTakesASixteenthOfItsDepth) {
   for (int i = 0; i < 60; ++i) ASSERT_TRUE(s.try_take_locked(*fa)) << i;
 }
 
+TEST(DeviceScheduler, OneTenantsQueuesEachPutTheirFirstLaunchOnTheDeviceAtOnce) {
+  DeviceScheduler s(64);  // contended: 4 slots
+  Tenant t{1};
+  std::vector<std::unique_ptr<Flow>> clients;
+  for (int i = 0; i < 40; ++i) clients.push_back(s.join(&t, 1, 0));
+  auto pipeliner = s.join(&t, 1, 0);
+  absl::MutexLock lock(&s.mu());
+  // Synchronous clients: one launch each, none waits for another's.
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(s.try_take_locked(*clients[i])) << "client " << i;
+  // A pipelining queue of the same tenant: its first, and 4 beyond it.
+  for (int i = 0; i < 5; ++i) ASSERT_TRUE(s.try_take_locked(*pipeliner)) << i;
+  EXPECT_FALSE(s.try_take_locked(*pipeliner));
+  s.hold_locked(*pipeliner);
+  EXPECT_EQ(pipeliner->granted(), 0u);
+  EXPECT_FALSE(s.try_take_locked(*clients[0])) << "a second launch waits its turn too";
+  // A newcomer's first launch goes ahead of it, up to the device's depth.
+  for (int i = 32; i < 40; ++i) ASSERT_TRUE(s.try_take_locked(*clients[i])) << "client " << i;
+  uint32_t on_device = pipeliner->in_flight();
+  for (auto& c : clients) on_device += c->in_flight();
+  EXPECT_EQ(on_device, 45u);
+  // The pipeliner's next goes when one of its own launches beyond the first ends.
+  s.release_locked(*clients[5], 1);
+  EXPECT_EQ(pipeliner->granted(), 0u) << "a client's slot is not beyond a first";
+  s.release_locked(*pipeliner, 1);
+  EXPECT_EQ(pipeliner->granted(), 1u);
+}
+
+TEST(DeviceScheduler, WhereSessionsRunInWorkersOneTenantsQueuesShareTheContendedDepth) {
+  DeviceScheduler s(64, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth);
+  Tenant t{1};
+  std::vector<std::unique_ptr<Flow>> clients;
+  for (int i = 0; i < 6; ++i) clients.push_back(s.join(&t, 1, 0));
+  absl::MutexLock lock(&s.mu());
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(s.try_take_locked(*clients[i])) << i;
+  EXPECT_FALSE(s.try_take_locked(*clients[4])) << "4 on the device: clients take turns";
+  s.hold_locked(*clients[4]);
+  s.hold_locked(*clients[5]);
+  s.release_locked(*clients[0], 1);
+  EXPECT_EQ(clients[4]->granted() + clients[5]->granted(), 1u);
+}
+
+TEST(DeviceScheduler, ASecondTenantMakesEveryLaunchShareTheContendedDepth) {
+  DeviceScheduler s(64);  // contended: 4 slots
+  Tenant a{1}, b{2};
+  std::vector<std::unique_ptr<Flow>> clients;
+  for (int i = 0; i < 8; ++i) clients.push_back(s.join(&a, 1, 0));
+  auto other = s.join(&b, 1, 0);
+  absl::MutexLock lock(&s.mu());
+  ASSERT_TRUE(s.try_take_locked(*other));
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(s.try_take_locked(*clients[i])) << i;
+  EXPECT_FALSE(s.try_take_locked(*clients[3])) << "4 on the device: weights decide the next";
+  // Tenant b pauses between its launches as a synchronous client does: the
+  // device stays contended while b may come back.
+  s.release_locked(*other, 1);
+  ASSERT_TRUE(s.try_take_locked(*clients[3]));
+  EXPECT_FALSE(s.try_take_locked(*clients[4])) << "within kIdleCatchUp of b's last launch";
+  s.mu().Unlock();
+  absl::SleepFor(DeviceScheduler::kIdleCatchUp + absl::Milliseconds(5));
+  s.mu().Lock();
+  for (int i = 4; i < 8; ++i) EXPECT_TRUE(s.try_take_locked(*clients[i])) << "a alone, " << i;
+}
+
 TEST(DeviceScheduler, ALowerClassKeepsOneSlotWhileAHigherOneIsBusy) {
   DeviceScheduler s(64);  // contended: 4 slots, a lower class then 1
   Tenant low{1}, high{2};
@@ -278,20 +340,24 @@ TEST(DeviceScheduler, WeightsHoldForSynchronousClientsThatPauseBetweenLaunches) 
   for (int i = 0; i < 2; ++i) flows.push_back(s.join(&heavy, 4, 0));
   for (int i = 0; i < 2; ++i) flows.push_back(s.join(&light, 1, 0));
   absl::MutexLock lock(&s.mu());
+  // (The heavy tenant's queues, first and alone, each put a launch on the
+  // device; from then on, one at a time.)
   for (auto& f : flows) s.hold_locked(*f);
   std::map<const Tenant*, int> launches;
   for (int i = 0; i < 500; ++i) {
-    Flow* running = nullptr;
+    std::vector<Flow*> running;
     for (size_t k = 0; k < flows.size(); ++k) {
       if (flows[k]->granted() > 0) {
         s.dispatched_locked(*flows[k], true);
-        running = flows[k].get();
+        running.push_back(flows[k].get());
         ++launches[k < 2 ? &heavy : &light];
       }
     }
-    ASSERT_NE(running, nullptr) << "the device took nothing at step " << i;
-    s.release_locked(*running, 1);  // it ended; its client launches again
-    s.hold_locked(*running);
+    ASSERT_FALSE(running.empty()) << "the device took nothing at step " << i;
+    for (Flow* f : running) {
+      s.release_locked(*f, 1);  // it ended; its client launches again
+      s.hold_locked(*f);
+    }
   }
   EXPECT_NEAR(launches[&heavy], 400, 5);
   EXPECT_NEAR(launches[&light], 100, 5);
