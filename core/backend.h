@@ -166,6 +166,12 @@ class Queue {
     (void)event;
     return false;
   }
+  // Whether launch `event` (and so every one before it) is known to have
+  // ended, with or without error, without waiting: what a tenant's quota
+  // of launches in flight stops counting. ended() where the queue answers
+  // it; a queue that leaves ended() unanswered for its scheduler's sake may
+  // still know. Must not allocate.
+  virtual bool known_ended(EventId event) { return ended(event); }
   // Has the driver call `callback->ended` once launch `event` has ended
   // (and so every one before it), from a thread of the driver's that it
   // must not block; at once, from this thread or that one, if it has ended

@@ -44,6 +44,13 @@ uint64_t half_of_physical_memory() {
 // for as long as its worker takes to answer (a kernel's load, up to the
 // compile timeout): what reads every session (status, drain) must not
 // wait on any one of them.
+// The quota of launches in flight of `s`'s tenant, where it has one and it is full.
+const Budget* full_launch_quota(const Session& s) {
+  if (s.tenant() == nullptr) return nullptr;
+  const Budget& b = *s.tenant()->budget(Quota::kLaunchesInFlight);
+  return b.used() >= b.limit() ? &b : nullptr;
+}
+
 bool lock_by(absl::Mutex& mu, absl::Time deadline) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   while (!mu.TryLock()) {
     if (absl::Now() >= deadline) return false;
@@ -657,7 +664,20 @@ absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& re
   // (DESIGN §8: no compile under a lock that others need), then launches.
   DeferredCompile deferred;
   std::shared_ptr<Kernel> kernel;
+  const Budget* full_quota = nullptr;
   {
+    absl::MutexLock lock(&s.mu);
+    absl::StatusOr<LaunchResult> r = launch_locked(s, request, &deferred, &kernel);
+    // Where a scheduler watches every queue, it gave back what ended.
+    if (r.status().code() == absl::StatusCode::kResourceExhausted &&
+        limits_.device_queue_depth == 0)
+      full_quota = full_launch_quota(s);
+    if (full_quota == nullptr && (!r.ok() || !deferred.needed)) return r;
+  }
+  if (full_quota != nullptr) {
+    // At the tenant's quota: launches that ended unseen go back, and this
+    // one tries once more.
+    reclaim_ended_launches(*full_quota);
     absl::MutexLock lock(&s.mu);
     absl::StatusOr<LaunchResult> r = launch_locked(s, request, &deferred, &kernel);
     if (!r.ok() || !deferred.needed) return r;
@@ -670,6 +690,24 @@ absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& re
   absl::StatusOr<LaunchResult> r = launch_locked(s, request, nullptr, nullptr);
   if (r.ok()) r->compiled = compiled;
   return r;
+}
+
+void Engine::reclaim_ended_launches(const Budget& budget) {
+  std::vector<std::shared_ptr<Session>> sessions;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [id, s] : sessions_) sessions.push_back(s);
+  }
+  const absl::Time deadline = absl::Now() + absl::Milliseconds(20);
+  for (const auto& s : sessions) {
+    if (!lock_by(s->mu, deadline)) continue;
+    absl::Cleanup unlock = [&s]() ABSL_NO_THREAD_SAFETY_ANALYSIS { s->mu.Unlock(); };
+    for (const auto& [handle, q] : s->queues) {
+      if (q->launches_in_flight.get() != &budget) continue;
+      const EventId last = q->last_event.load();
+      if (last > q->released.load() && q->queue->known_ended(last)) q->release_launches(last);
+    }
+  }
 }
 
 absl::StatusOr<LaunchResult> Engine::launch_locked(Session& s, const LaunchByHandle& request,

@@ -219,6 +219,16 @@ class Engine {
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   absl::StatusOr<std::shared_ptr<SessionQueue>> find_queue(Session& s, uint64_t queue)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
+  // Gives back to `budget` (a tenant's launches in flight) the launches of
+  // its queues, in every session, that are known to have ended though no
+  // one waited for them (Queue::known_ended). On a device kad schedules its
+  // scheduler does so as they end; on one it does not
+  // (--device-queue-depth 0), nothing else sees them end, and one client
+  // that launched up to the quota and went idle without a wait refused
+  // every session of its tenant. Called when a launch finds the tenant at
+  // its quota, on a kad whose devices are not scheduled; a session busy past
+  // a moment is passed over.
+  void reclaim_ended_launches(const Budget& budget) ABSL_LOCKS_EXCLUDED(mu_);
   absl::StatusOr<Buffer*> find_buffer(Session& s, uint64_t buffer)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(s.mu);
   // Whether the session may make one more object: it is not closing, and

@@ -170,6 +170,13 @@ class WorkerQueue final : public Queue {
   // alongside the thread that accepts them; sending each from that thread
   // (measured) halved the pipelined rate through a worker.
 
+  // What the worker's progress page reports ended (clamped to what it was
+  // given): a tenant's launches in flight stop counting it.
+  bool known_ended(EventId event) override {
+    absl::MutexLock lock(&device_.mu_);
+    return page_ != nullptr && event <= reported_ended();
+  }
+
  private:
   friend class IsolatedDevice;
   static constexpr uint64_t kRing = 1024;

@@ -319,14 +319,16 @@ TEST_F(TenantQuotas, ThousandsOfRequestsFromOneTenantLeaveAnotherTenantsLaunches
 // flight, and the session objects a launch of `fill` needs.
 class LaunchesInFlight : public ::testing::Test {
  protected:
-  void start(uint32_t quota, uint32_t device_queue_depth) {
+  void start(uint32_t quota, uint32_t device_queue_depth, bool workers = false) {
     char dir[] = "/tmp/kad-in-flight-XXXXXX";
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
     std::ofstream(dir_ + "/kad.toml")
         << "[tenants.local]\nuids = [" << getuid() << "]\nlaunches_in_flight = " << quota << "\n";
-    auto d = Daemon::start({"--no-workers", "--device-queue-depth",
-                            std::to_string(device_queue_depth), "--config", dir_ + "/kad.toml"});
+    std::vector<std::string> flags = {"--device-queue-depth", std::to_string(device_queue_depth),
+                                      "--config", dir_ + "/kad.toml"};
+    if (!workers) flags.push_back("--no-workers");
+    auto d = Daemon::start(flags);
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = *std::move(d);
   }
@@ -368,6 +370,58 @@ class LaunchesInFlight : public ::testing::Test {
     return f;
   }
 
+  // The tenant's launches in flight, as kad reports them.
+  int64_t in_flight() const {
+    auto observer = Client::connect(uri("grpc"), "observer");
+    EXPECT_TRUE(observer.ok()) << observer.status();
+    if (!observer.ok()) return -1;
+    auto s = (*observer)->status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return -1;
+    for (const auto& t : s->tenants)
+      for (const auto& q : t.quotas)
+        if (t.name == "local" && q.quota == "launches_in_flight")
+          return static_cast<int64_t>(q.used);
+    return -1;
+  }
+
+  // On a device kad does not schedule, a client launches up to the
+  // tenant's quota and goes idle without a wait; another session of the
+  // tenant then launches once those launches have ended.
+  void expect_an_idle_client_holds_no_ended_launches() {
+    for (const char* transport : {"grpc", "shm"}) {
+      SCOPED_TRACE(transport);
+      FillSession idle = fill_session(uri(transport), 16);
+      ASSERT_TRUE(idle.queue && idle.fill && idle.buffer);
+      const client::Arg args[] = {client::Arg::buffer(*idle.buffer),
+                                  client::Arg::scalar<int32_t>(3)};
+      for (int i = 0; i < 4; ++i)
+        ASSERT_TRUE(idle.queue->launch(*idle.fill, client::Dims{16}, nullptr, args).ok()) << i;
+      ASSERT_TRUE(idle.queue->ping().ok());  // every launch has reached kad
+      ASSERT_EQ(in_flight(), 4) << "the quota is full";
+
+      FillSession other = fill_session(uri(transport), 16);
+      ASSERT_TRUE(other.queue && other.fill && other.buffer);
+      const client::Arg its_args[] = {client::Arg::buffer(*other.buffer),
+                                      client::Arg::scalar<int32_t>(5)};
+      // Refused only while the idle client's launches may still run.
+      absl::Status launched;
+      for (int attempt = 0; attempt < 500; ++attempt) {
+        launched = other.queue->launch(*other.fill, client::Dims{16}, nullptr, its_args).status();
+        if (launched.ok()) launched = other.queue->wait();  // over shm, a refusal comes here
+        if (launched.code() != absl::StatusCode::kResourceExhausted) break;
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      ASSERT_TRUE(launched.ok()) << launched;
+      std::vector<int32_t> out(16);
+      ASSERT_TRUE(other.queue->read(*other.buffer, 0, bytes_of(out)).ok());
+      EXPECT_EQ(out, std::vector<int32_t>(16, 5));
+      ASSERT_TRUE(idle.queue->read(*idle.buffer, 0, bytes_of(out)).ok());
+      EXPECT_EQ(out, std::vector<int32_t>(16, 3));
+      EXPECT_EQ(in_flight(), 0);
+    }
+  }
+
   std::string dir_;
   std::unique_ptr<Daemon> daemon_;
 };
@@ -382,18 +436,6 @@ TEST_F(LaunchesInFlight, LaunchesThatEndedStopCountingWithoutAWait) {
   constexpr uint32_t kQuota = kDepth + server::ScheduledQueue::kHeldLaunches + 4;
   start(kQuota, kDepth);
   ASSERT_NE(daemon_, nullptr);
-  auto observer = Client::connect(uri("grpc"), "observer");
-  ASSERT_TRUE(observer.ok()) << observer.status();
-  auto in_flight = [&]() -> int64_t {
-    auto s = (*observer)->status();
-    EXPECT_TRUE(s.ok()) << s.status();
-    for (const auto& t : s->tenants)
-      for (const auto& q : t.quotas)
-        if (t.name == "local" && q.quota == "launches_in_flight")
-          return static_cast<int64_t>(q.used);
-    return -1;
-  };
-
   for (const char* transport : {"grpc", "shm"}) {
     SCOPED_TRACE(transport);
     FillSession pipeline = fill_session(uri(transport), 64);
@@ -422,6 +464,23 @@ TEST_F(LaunchesInFlight, LaunchesThatEndedStopCountingWithoutAWait) {
 // A copy comes after the queue's launches and waits for them: it gives them
 // back as a wait does, also on a device kad does not schedule (depth 0), so
 // that a client that launches and reads, never waiting, holds nothing.
+// On a device kad does not schedule (--device-queue-depth 0) nothing
+// watches launches end: a client that launched up to its tenant's quota and
+// went idle without a wait held the quota for good, and every other session
+// of the tenant was refused. A launch that finds the tenant at its quota
+// now first gives back what ended.
+TEST_F(LaunchesInFlight, AnIdleClientHoldsNoEndedLaunchesOnAnUnscheduledDevice) {
+  start(/*quota=*/4, /*device_queue_depth=*/0);
+  ASSERT_NE(daemon_, nullptr);
+  expect_an_idle_client_holds_no_ended_launches();
+}
+
+TEST_F(LaunchesInFlight, ThroughWorkersAnIdleClientHoldsNoEndedLaunchesOnAnUnscheduledDevice) {
+  start(/*quota=*/4, /*device_queue_depth=*/0, /*workers=*/true);
+  ASSERT_NE(daemon_, nullptr);
+  expect_an_idle_client_holds_no_ended_launches();
+}
+
 TEST_F(LaunchesInFlight, ACopyAfterLaunchesGivesThemBackAsAWaitDoes) {
   start(/*quota=*/4, /*device_queue_depth=*/0);
   ASSERT_NE(daemon_, nullptr);
