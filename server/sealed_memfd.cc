@@ -49,11 +49,10 @@ absl::StatusOr<SharedMapping> SharedMapping::map(int fd, uint64_t bytes, const c
   return SharedMapping(fd, p, bytes);
 }
 
-void release_memfd_memory(int fd, uint64_t bytes, uint64_t from) {
-  if (fd < 0 || bytes <= from) return;
+void release_memfd_memory(int fd, uint64_t bytes) {
+  if (fd < 0 || bytes == 0) return;
   // Best effort: the memory is freed with the last mapping in any case.
-  (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(from),
-                  static_cast<off_t>(bytes - from));
+  (void)fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes));
 }
 
 SharedMapping::~SharedMapping() {

@@ -17,13 +17,12 @@ namespace kad::server {
 // /proc/<pid>/fd and in errors.
 absl::StatusOr<int> create_sealed_memfd(const char* name, uint64_t bytes);
 
-// Frees the memory behind bytes [`from`, `bytes`) of memfd `fd` now, in every
-// mapping of it (a hole punched, the size kept, so no mapping faults). For
-// memory kad lets go of: a client or worker that keeps a mapping of it
-// afterwards reads zeros there, and its pages, which the kernel charges to
-// kad, go with kad's own count of them (--max-host-memory) rather than stay
-// as long as the mapping.
-void release_memfd_memory(int fd, uint64_t bytes, uint64_t from = 0);
+// Frees the memory behind `bytes` of memfd `fd` now, in every mapping of it
+// (a hole punched, the size kept, so no mapping faults). For memory kad lets
+// go of: a client or worker that keeps a mapping of it afterwards reads
+// zeros, and its pages, which the kernel charges to kad, go with kad's own
+// count of them (--max-host-memory) rather than stay as long as the mapping.
+void release_memfd_memory(int fd, uint64_t bytes);
 
 // A memfd mapped shared and read-write, owning both: the memory kad shares
 // with a worker (launch rings, queue progress pages). Unmapped and closed

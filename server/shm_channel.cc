@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_format.h"
 #include "core/driver_scope.h"
+#include "kad/shm/v1/handshake.h"
 #include "kad/shm/v1/ring.h"
 #include "server/queue_dispatch.h"
 #include "server/sealed_memfd.h"
@@ -96,11 +97,9 @@ ShmChannel::~ShmChannel() {
     futex_wake(&header_->submit.tail);
   }
   if (thread_.joinable()) thread_.join();
-  // Freed however long the client keeps its mapping. The header's page
-  // stays where kad ended the channel: a client that looks after kad has
-  // reaped it must still read that it ended and why, not a zeroed header
-  // (closed 0, ring indices 0).
-  release_memfd_memory(memfd_, kChannelBytes, ended_ ? kSubmitOffset : 0);
+  // However long the client keeps its mapping (the header with it: why the
+  // channel ended went on the socket too).
+  release_memfd_memory(memfd_, kChannelBytes);
   if (memory_) munmap(memory_, kChannelBytes);
   if (memfd_ >= 0) close(memfd_);
   if (socket_ >= 0) close(socket_);
@@ -132,10 +131,20 @@ void ShmChannel::end(const std::string& reason) {
   std::memcpy(header_->close_reason, reason.data(), n);
   header_->close_reason_length = static_cast<uint32_t>(n);
   header_->closed.store(1, std::memory_order_release);
-  ended_ = true;
   // Wake a client asleep on either ring.
   futex_wake(&header_->completion.tail);
   futex_wake(&header_->submit.head);
+  // And on the socket, the channel's last message: kad frees the header
+  // with the rest of the channel's memory once it reaps the channel, at
+  // once, so a client that looks only then reads zeros there. The message
+  // waits in the client's socket, a few hundred bytes of the kernel's; a
+  // page of kad's that the client's mapping kept would be memory any client
+  // could pile up by ending channels.
+  Reply last{};
+  last.code = static_cast<int32_t>(absl::StatusCode::kUnavailable);
+  std::memcpy(last.message, reason.data(), std::min(reason.size(), sizeof(last.message)));
+  last.message_length = static_cast<uint32_t>(std::min(reason.size(), sizeof(last.message)));
+  (void)send_reply(socket_, last, -1, /*wait=*/false);
   spdlog::warn("{}: shared-memory channel of queue {} ended: {}", session_->log_name(), queue_,
                reason);
 }

@@ -77,7 +77,6 @@ class ShmChannel {
   std::atomic<bool> session_closed_{false};  // set by the session's close listener
   uint64_t close_listener_ = 0;
   std::atomic<bool> finished_{false};
-  bool ended_ = false;  // end() told the client why; read by the destructor after the join
   // Zeroed when made: a completion goes to the client whole, and no byte of
   // it may be what kad's heap held before (another session's, say).
   shm::v1::SubmitRecord record_{};  // private copy of the slot being run

@@ -11,6 +11,7 @@
 
 #include <array>
 #include <cstring>
+#include <optional>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -222,17 +223,42 @@ class ShmTransport final : public Queue::Transport {
  private:
   ShmTransport() = default;
 
-  absl::Status closed_error() const {
-    return absl::UnavailableError(absl::StrCat(
-        "kad ended this queue's shared-memory channel: ",
-        std::string(header_->close_reason, std::min<size_t>(header_->close_reason_length,
-                                                            sizeof(header_->close_reason)))));
+  // kad ended the channel (the header says so): why, as kad's last
+  // message on the socket says, or the header while kad has not sent it yet.
+  // (kad frees the header, reason and all, as soon as it reaps the channel.)
+  absl::Status closed_error() {
+    if (const std::optional<std::string>& told = last_message()) return ended_error(*told);
+    return ended_error(absl::string_view(
+        header_->close_reason,
+        std::min<size_t>(header_->close_reason_length, sizeof(header_->close_reason))));
+  }
+  // kad hung up: why, where it said so on the socket before it did.
+  absl::Status gone_error() {
+    if (const std::optional<std::string>& told = last_message()) return ended_error(*told);
+    return absl::UnavailableError(gone_);
+  }
+  static absl::Status ended_error(absl::string_view why) {
+    return absl::UnavailableError(
+        absl::StrCat("kad ended this queue's shared-memory channel: ", why));
+  }
+  // The reason in kad's last message on the socket, read once it came.
+  const std::optional<std::string>& last_message() {
+    Reply last{};
+    int fd = -1;
+    if (!told_ && shm::v1::receive_reply(socket_, &last, &fd, /*wait=*/false)) {
+      if (fd >= 0) close(fd);  // none comes with it
+      if (last.code != 0)
+        told_.emplace(last.message, std::min<size_t>(last.message_length, sizeof(last.message)));
+    }
+    return told_;
   }
   // Whether to spin before sleeping, as kad says for the cores' sake.
   bool spin() const { return header_->sleep_at_once.load(std::memory_order_relaxed) == 0; }
-  bool kad_gone() const {
-    pollfd p{socket_, POLLIN | POLLRDHUP, 0};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
+  // Whether kad hung up, looking for up to `wait_ms`. (Not POLLIN: kad's
+  // last message comes before its hang-up.)
+  bool kad_gone(int wait_ms = 0) const {
+    pollfd p{socket_, POLLRDHUP, 0};
+    return poll(&p, 1, wait_ms) > 0 && (p.revents & (POLLHUP | POLLRDHUP | POLLERR));
   }
 
   // A free submission slot. Failures of submitted launches are read first,
@@ -248,7 +274,7 @@ class ShmTransport final : public Queue::Transport {
       if (tail_ - head < kSubmitSlots) break;
       if (wait_for_change(&ring.head, head, &ring.producer_waiting, 100'000'000, spin()) == head &&
           kad_gone())
-        return absl::UnavailableError(gone_);
+        return gone_error();
     }
     SubmitRecord* r = &submit_slots_[tail_ % kSubmitSlots];
     std::memset(r, 0, offsetof(SubmitRecord, extents));
@@ -299,7 +325,16 @@ class ShmTransport final : public Queue::Transport {
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
       if (wait_for_change(&ring.tail, tail, &ring.consumer_waiting, 100'000'000, spin()) == tail &&
           kad_gone())
-        return absl::UnavailableError(gone_);
+        return gone_error();
+    }
+    if (const uint32_t tail = ring.tail.load(std::memory_order_acquire);
+        tail - head_ > kCompletionSlots) {
+      // Indices no ring has: kad freed the channel's memory, zeros now
+      // (it reaped the channel, and hangs up next).
+      if (kad_gone(1000)) return gone_error();
+      return absl::InternalError(
+          absl::StrFormat("kad's completion ring says %d answers are ready of %d slots",
+                          tail - head_, kCompletionSlots));
     }
     std::memcpy(&done_, &completion_slots_[head_ % kCompletionSlots], sizeof(done_));
     ++head_;
@@ -347,7 +382,8 @@ class ShmTransport final : public Queue::Transport {
   }
 
   int socket_ = -1;
-  std::string gone_;  // the error once kad has gone: names the session
+  std::string gone_;                 // the error once kad has gone: names the session
+  std::optional<std::string> told_;  // why kad ended the channel, as its last message said
   uint8_t* memory_ = nullptr;
   uint64_t bytes_ = 0;
   ChannelHeader* header_ = nullptr;

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
 
 namespace kad {
@@ -177,6 +178,25 @@ TEST_F(Sessions, SixteenClientProcessesLaunchThousandsEachWithExactCounts) {
   // Every launch ran exactly once: none lost, none duplicated.
   EXPECT_EQ(after->launches - before->launches, uint64_t{kClients} * kLaunches);
   EXPECT_EQ(after->queue_depth, 0u);
+}
+
+// A queue on shared memory that kad ended while draining, used after kad
+// has gone: kad freed the channel's memory when it reaped it, the reason in
+// the header with it, and the client still says why, from kad's last message
+// on the channel's socket (it said "kad closed the shared-memory channel").
+TEST(Drain, AQueueOnSharedMemoryUsedAfterKadHasGoneSaysWhyItsChannelEnded) {
+  auto daemon = testing::Daemon::start();
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  auto client = Client::connect((*daemon)->unix_uri() + "?transport=shm", "left-behind");
+  ASSERT_TRUE(client.ok()) << client.status();
+  auto queue = (*client)->create_queue();
+  ASSERT_TRUE(queue.ok()) << queue.status();
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE((*queue)->ping().ok());
+  ASSERT_EQ((*daemon)->stop(SIGTERM), 0) << (*daemon)->log();
+  const absl::Status after = (*queue)->ping();
+  EXPECT_EQ(after.code(), absl::StatusCode::kUnavailable) << after;
+  EXPECT_THAT(std::string(after.message()),
+              ::testing::HasSubstr("kad ended this queue's shared-memory channel: "));
 }
 
 }  // namespace
