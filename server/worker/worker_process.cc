@@ -29,6 +29,24 @@
 extern char** environ;
 
 namespace kad::server::worker {
+namespace {
+
+// A uid of `uids` for a worker, owning its folder `dir` (with a tmpfs over
+// it or not). Given back if the folder cannot be given.
+absl::StatusOr<WorkerUid> take_uid(WorkerUids& uids, const std::string& dir) {
+  absl::StatusOr<WorkerUid> taken = uids.take();
+  if (!taken.ok()) {
+    return absl::UnavailableError(
+        absl::StrFormat("cannot start a worker: %s", taken.status().message()));
+  }
+  if (chown(dir.c_str(), taken->uid(), taken->uid()) != 0) {
+    return absl::UnavailableError(absl::StrFormat("cannot give a worker's folder %s to uid %d: %s",
+                                                  dir, taken->uid(), std::strerror(errno)));
+  }
+  return taken;
+}
+
+}  // namespace
 
 absl::Status WorkerProcess::set_nice(int nice) {
   std::error_code ec;
@@ -87,24 +105,14 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   // As a uid of its own under root (worker_uids.h).
   WorkerUid uid;
   if (command.uids) {
-    absl::StatusOr<WorkerUid> taken = command.uids->take();
-    if (!taken.ok()) {
+    absl::StatusOr<WorkerUid> own = take_uid(*command.uids, dir);
+    if (!own.ok()) {
       close(fds[0]);
       close(fds[1]);
       std::filesystem::remove_all(dir, ec);
-      return absl::UnavailableError(
-          absl::StrFormat("cannot start a worker: %s", taken.status().message()));
+      return own.status();
     }
-    uid = *std::move(taken);
-    // Its folder is its own, with a tmpfs over it or not.
-    if (chown(dir.c_str(), uid.uid(), uid.uid()) != 0) {
-      const int error = errno;
-      close(fds[0]);
-      close(fds[1]);
-      std::filesystem::remove_all(dir, ec);
-      return absl::UnavailableError(absl::StrFormat(
-          "cannot give a worker's folder %s to uid %d: %s", dir, uid.uid(), std::strerror(error)));
-    }
+    uid = *std::move(own);
   }
   // In namespaces of its own where kad may make them (namespaced_spawn.h),
   // else in kad's, said once.
