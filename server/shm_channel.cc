@@ -298,7 +298,8 @@ void ShmChannel::run() {
                   sizeof(record_));  // the client may still write
       ++head;
       ring.head.store(head, std::memory_order_release);
-      notify(&ring.head, &ring.producer_waiting);
+      // A client waiting for room wants half the ring, not this one slot.
+      notify_producer(&ring.head, &ring.producer_waiting, &ring.producer_wake_at);
       execute(record_, &done_);
       if (answer_) ok = post(done_);
     }

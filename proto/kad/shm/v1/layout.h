@@ -109,7 +109,13 @@ struct alignas(64) RingIndices {
   uint32_t pad1[15];
   std::atomic<uint32_t> consumer_waiting;  // consumer sleeps on `tail`
   std::atomic<uint32_t> producer_waiting;  // producer sleeps on `head`
-  uint32_t pad2[14];
+  // Where a sleeping producer wants to be woken: once `head` reaches it
+  // (0, and kads before it: at every change of `head`). A producer that
+  // found the ring full waits for half of it, not one slot: a wake-up per
+  // record consumed cost the consumer a system call each, and a spinning
+  // producer took a core from the consumer it waited for.
+  std::atomic<uint32_t> producer_wake_at;
+  uint32_t pad2[13];
 };
 
 struct ChannelHeader {

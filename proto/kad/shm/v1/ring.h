@@ -76,4 +76,45 @@ inline void notify(std::atomic<uint32_t>* word, std::atomic<uint32_t>* waiting) 
   if (waiting->load(std::memory_order_seq_cst) != 0) futex_wake(word);
 }
 
+// Whether index `now` has reached `target` (indices wrap: by their distance).
+inline bool reached(uint32_t now, uint32_t target) {
+  return static_cast<int32_t>(now - target) >= 0;
+}
+
+// Sleeps until `word` reaches `target` (its producer_wake_at is `wake_at`),
+// or `timeout_ns` passes; no spin. Returns the value last seen.
+inline uint32_t wait_until_reached(std::atomic<uint32_t>* word, uint32_t target,
+                                   std::atomic<uint32_t>* waiting, std::atomic<uint32_t>* wake_at,
+                                   int64_t timeout_ns) {
+  timespec start{};
+  clock_gettime(CLOCK_MONOTONIC, &start);
+  const int64_t start_ns = int64_t{start.tv_sec} * 1'000'000'000 + start.tv_nsec;
+  wake_at->store(target, std::memory_order_relaxed);
+  waiting->store(1, std::memory_order_seq_cst);
+  uint32_t now = word->load(std::memory_order_seq_cst);
+  while (!reached(now, target)) {
+    timespec t{};
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    const int64_t left = timeout_ns - (int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec - start_ns);
+    if (left <= 0) break;
+    // Returns at once where `word` moved on since it was read (the other
+    // side stores it at every record, waking us only at the target).
+    futex_wait(word, now, left);
+    now = word->load(std::memory_order_acquire);
+  }
+  waiting->store(0, std::memory_order_relaxed);
+  wake_at->store(0, std::memory_order_relaxed);
+  return now;
+}
+
+// notify() for a producer that may wait for a target (producer_wake_at):
+// after storing `head`, wakes it only once it is reached.
+inline void notify_producer(std::atomic<uint32_t>* head, std::atomic<uint32_t>* waiting,
+                            std::atomic<uint32_t>* wake_at) {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (waiting->load(std::memory_order_seq_cst) == 0) return;
+  const uint32_t target = wake_at->load(std::memory_order_relaxed);
+  if (target == 0 || reached(head->load(std::memory_order_relaxed), target)) futex_wake(head);
+}
+
 }  // namespace kad::shm::v1
