@@ -229,6 +229,13 @@ kad::server::SubmitStreams bench_submit_streams() {
                                                            : kad::server::SubmitStreams::kThreads;
 }
 
+// KAD_BENCH_POCL_WORKER_DRIVER=basic: the daemon with workers runs them on
+// PoCL's basic driver (--pocl-worker-driver basic).
+std::string bench_pocl_worker_driver() {
+  const char* e = std::getenv("KAD_BENCH_POCL_WORKER_DRIVER");
+  return e != nullptr ? e : "pthread";
+}
+
 // The bench's two daemons, made at first use and stopped by main before it
 // returns: left to the process's exit, a worker pool's thread could still
 // log (a spare that started late) after spdlog's own statics were gone.
@@ -244,7 +251,7 @@ kad::testing::InProcessDaemon& daemon(bool workers = false) {
                                                            bench_submit_streams());
     daemon_slot(true) = new kad::testing::InProcessDaemon(
         "bench-workers", /*workers=*/true, kad::server::EngineLimits{}.device_queue_depth,
-        bench_submit_streams());
+        bench_submit_streams(), bench_pocl_worker_driver());
   });
   return *daemon_slot(workers);
 }

@@ -8,6 +8,7 @@
 #include <cstdlib>
 #include <string_view>
 #include <thread>
+#include <tuple>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -164,6 +165,12 @@ ParseOutcome parse_config(int argc, char** argv) {
                "PoCL workers build a work-group function per work-group size (about 70 ms at a "
                "session's first launch of each kernel and size) rather than run the generic one "
                "every worker loads: faster kernels with barriers or local memory");
+  app.add_option("--pocl-worker-driver", c.pocl_worker_driver,
+                 "PoCL's driver in workers: `pthread` (a pool of threads runs each kernel on "
+                 "every core) or `basic` (the worker's own thread runs it: several times the "
+                 "launches per second for small kernels, one core per session, and a session's "
+                 "requests wait while its kernel runs)")
+      ->check(CLI::IsMember({"pthread", "basic"}));
   app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
   app.add_option("--worker-device", c.worker_device)->group("");
   app.add_option("--worker-dir", c.worker_dir)->group("");
@@ -220,6 +227,7 @@ ParseOutcome parse_config(int argc, char** argv) {
                                                    "worker_max_memory",
                                                    "worker_uid_base",
                                                    "worker_specialize",
+                                                   "pocl_worker_driver",
                                                    "cuda_prefer_blocks",
                                                    "tenants"};
       for (const auto& [key, value] : file) {
@@ -320,6 +328,8 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.worker_spares = file["worker_spares"].value_or(c.worker_spares);
       if (app.get_option("--worker-specialize")->count() == 0)
         c.worker_specialize = file["worker_specialize"].value_or(c.worker_specialize);
+      if (app.get_option("--pocl-worker-driver")->count() == 0)
+        c.pocl_worker_driver = file["pocl_worker_driver"].value_or(c.pocl_worker_driver);
       if (app.get_option("--cuda-prefer-blocks")->count() == 0)
         c.cuda_prefer_blocks = file["cuda_prefer_blocks"].value_or(c.cuda_prefer_blocks);
       if (app.get_option("--allow-insecure-tcp")->count() == 0)
@@ -349,21 +359,22 @@ ParseOutcome parse_config(int argc, char** argv) {
   }
   if (no_shm) c.daemon.shared_memory = false;
   c.workers = !no_workers;
-  if (c.submit_streams != "threads" && c.submit_streams != "reactors") {  // from the file
-    out.exit = true;
-    out.exit_code = 2;
-    out.message = absl::StrCat("kad: submit_streams `", c.submit_streams,
-                               "` is neither `threads` nor `reactors`");
-    return out;
+  // Settings that name one of two choices, from the file (the flags are checked).
+  for (const auto& [key, value, first, second] :
+       {std::tuple<const char*, const std::string&, const char*, const char*>{
+            "submit_streams", c.submit_streams, "threads", "reactors"},
+        {"pocl_worker_driver", c.pocl_worker_driver, "pthread", "basic"},
+        {"log_format", c.log_format, "text", "json"}}) {
+    if (value != first && value != second) {
+      out.exit = true;
+      out.exit_code = 2;
+      out.message =
+          absl::StrCat("kad: ", key, " `", value, "` is neither `", first, "` nor `", second, "`");
+      return out;
+    }
   }
   c.daemon.submit_streams =
       c.submit_streams == "reactors" ? SubmitStreams::kReactors : SubmitStreams::kThreads;
-  if (c.log_format != "text" && c.log_format != "json") {  // from the file: the flag is checked
-    out.exit = true;
-    out.exit_code = 2;
-    out.message = absl::StrCat("kad: log_format `", c.log_format, "` is neither `text` nor `json`");
-    return out;
-  }
   if (c.launch_timeout_s < 1 || c.worker_spares < 0 || c.worker_spares > 64) {
     out.exit = true;
     out.exit_code = 2;

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <memory>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
@@ -101,10 +102,17 @@ int serve_as_worker(Config config) {
   absl::StatusOr<worker::Confinement> walls =
       worker::confine_worker(worker::worker_sandbox(config.worker_dir), config.worker_dir);
   if (!walls.ok()) return worker::serve_worker(3, nullptr, walls.status(), {});
-  kad::DeviceRegistry registry = kad::discover_devices(
-      {.cuda_prefer_blocks = config.cuda_prefer_blocks,
-       .only_backend = config.worker_device.substr(0, config.worker_device.find(':'))});
-  kad::Device* device = registry.find(config.worker_device);
+  // PoCL's CPU device on the driver kad was told (--pocl-worker-driver),
+  // chosen before PoCL starts: then the only device of PoCL's platform.
+  std::string device_id = config.worker_device;
+  if (config.pocl_worker_driver != "pthread" && absl::StartsWith(device_id, "opencl:pocl:")) {
+    setenv("POCL_DEVICES", config.pocl_worker_driver.c_str(), 1);
+    device_id = "opencl:pocl:0";
+  }
+  kad::DeviceRegistry registry =
+      kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks,
+                             .only_backend = device_id.substr(0, device_id.find(':'))});
+  kad::Device* device = registry.find(device_id);
   const absl::Status why =
       device != nullptr ? absl::OkStatus()
                         : absl::NotFoundError(absl::StrCat(
@@ -196,6 +204,12 @@ int serve(Config config) {
     // Each compiler run has --compile-timeout; the driver's build follows.
     w.compile_timeout = absl::Seconds(2 * config.compile_timeout_s + 30);
     w.spares = config.worker_spares;
+    kad::server::worker::set_pocl_worker_driver(w, config.pocl_worker_driver);
+    if (w.kernels_hold_requests) {
+      spdlog::info(
+          "PoCL's kernels run on PoCL's basic driver in their workers' own threads: one core per "
+          "session, and a session's requests wait while its kernel runs (--pocl-worker-driver)");
+    }
     spdlog::info(
         "client kernels on CPU devices run in worker processes, one per session; "
         "launch timeout {} s",

@@ -265,7 +265,8 @@ class WorkerQueue final : public Queue {
     absl::Status sent = device_.worker_->send(Op::kWait, bytes_of(w));
     absl::Status reported_failure;
     absl::Status transport =
-        sent.ok() ? device_.worker_->read_status(absl::Now() + absl::Seconds(5), &reported_failure)
+        sent.ok() ? device_.worker_->read_status(device_.request_deadline(absl::Seconds(5)),
+                                                 &reported_failure)
                   : sent;
     if (!transport.ok()) {
       device_.lose_worker(transport, nullptr);  // the loss is pending now, for the caller
@@ -352,6 +353,11 @@ void IsolatedDevice::check_deadlines() {
   mu_.Unlock();
 }
 
+absl::Time IsolatedDevice::request_deadline(absl::Duration usual) const {
+  const WorkerOptions& o = pool_.options();
+  return absl::Now() + usual + (o.kernels_hold_requests ? o.launch_timeout : absl::ZeroDuration());
+}
+
 absl::Status IsolatedDevice::call(Op op, std::span<const std::byte> a, int fd,
                                   absl::Time deadline) {
   absl::Status reported;
@@ -392,7 +398,7 @@ absl::Status IsolatedDevice::ensure_worker() {
   loaded_ = std::move(worker_->preloaded);
   worker_->preloaded.clear();
   // A new worker (after a crash) gets the session's buffers and queues again.
-  const absl::Time deadline = absl::Now() + pool_.options().start_timeout;
+  const absl::Time deadline = request_deadline(pool_.options().start_timeout);
   for (const auto& [id, b] : buffers_) {
     ImportRecord r{id, b->size()};
     if (absl::Status s = call(Op::kImportBuffer, bytes_of(r), b->fd(), deadline); !s.ok()) return s;
@@ -490,7 +496,7 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
       worker_->send(Op::kLoadKernel, bytes_of(r), bytes_of_string(*kernel.request()));
   if (transport.ok()) {
     transport =
-        worker_->read_status(absl::Now() + pool_.options().compile_timeout, &reported, &flags);
+        worker_->read_status(request_deadline(pool_.options().compile_timeout), &reported, &flags);
   }
   if (!transport.ok()) {
     const pid_t pid = worker_->pid();
@@ -518,8 +524,10 @@ absl::StatusOr<wire::CompileReply> build(const DeviceInfo& device, WorkerPool& p
   // Program binaries are kept in kad's code cache, which only the daemon
   // writes: a restarted daemon builds nothing it built before.
   CodeCache& cache = KernelLowering::shared().cache();
-  const std::string key = absl::StrCat("program binary\n", device.platform, "\n", device.name, "\n",
-                                       request.key.canonical());
+  const std::string& variant = pool.options().build_variant;
+  const std::string key =
+      absl::StrCat("program binary\n", device.platform, "\n", device.name, "\n",
+                   variant.empty() ? "" : absl::StrCat(variant, "\n"), request.key.canonical());
   if (std::optional<std::string> stored = cache.load(key)) {
     wire::CompileReply reply;
     if (reply.ParseFromString(*stored) && reply.code() == 0 && !reply.program_binary().empty())
@@ -640,7 +648,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::add_buffer(
   buffer->id_ = next_id_++;
   ImportRecord r{buffer->id_, buffer->size()};
   if (absl::Status s = call(Op::kImportBuffer, bytes_of(r), buffer->fd(),
-                            absl::Now() + pool_.options().start_timeout);
+                            request_deadline(pool_.options().start_timeout));
       !s.ok()) {
     buffer->id_ = 0;  // the worker never had it
     return s;
@@ -680,7 +688,7 @@ absl::StatusOr<std::unique_ptr<Queue>> IsolatedDevice::create_queue(absl::Durati
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ensure_worker(); !s.ok()) return s;
   q->id_ = next_id_++;
-  if (absl::Status s = give_queue(*q, absl::Now() + pool_.options().start_timeout); !s.ok()) {
+  if (absl::Status s = give_queue(*q, request_deadline(pool_.options().start_timeout)); !s.ok()) {
     q->id_ = 0;
     return s;
   }

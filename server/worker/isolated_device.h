@@ -125,6 +125,11 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   friend class WorkerQueue;
 
   absl::Status ensure_worker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // When a request sent now must have its answer, `usual` being enough
+  // for a worker that is free: longer by the launch timeout where the
+  // worker may be running a kernel before it reads the request
+  // (WorkerOptions::kernels_hold_requests).
+  absl::Time request_deadline(absl::Duration usual) const;
   // The worker failed to answer (`why`): ends it, and tells every queue
   // which of its launches were lost. `deadline_queue` ran past its deadline;
   // `stop`: kad stops it for another deadline (a compile's). Either is

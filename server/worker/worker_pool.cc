@@ -3,11 +3,19 @@
 #include <algorithm>
 #include <cstring>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "server/worker/worker_confinement.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server::worker {
+
+void set_pocl_worker_driver(WorkerOptions& options, const std::string& driver) {
+  options.command.args.push_back(absl::StrCat("--pocl-worker-driver=", driver));
+  // basic runs a kernel inside its enqueue, on the thread that serves kad.
+  options.kernels_hold_requests = driver == "basic";
+  options.build_variant = driver == "pthread" ? "" : absl::StrCat("pocl driver ", driver);
+}
 
 WorkerPool::WorkerPool(WorkerOptions options) : options_(std::move(options)) {
   refiller_ = std::thread([this] { refill(); });

@@ -40,6 +40,15 @@ struct WorkerOptions {
   absl::Duration compile_timeout = absl::Seconds(150);
   absl::Duration start_timeout = absl::Seconds(30);
   int spares = 1;  // started workers kept ready per device
+  // The workers' driver runs a kernel in the thread that serves kad's
+  // requests (PoCL's basic driver, --pocl-worker-driver): a request may
+  // wait for the kernel in progress, up to the launch timeout, before the
+  // worker answers. Not to be taken for a worker that no longer answers.
+  bool kernels_hold_requests = false;
+  // What, beside the device, decides the code workers build (the driver
+  // they run): part of a program binary's key in kad's code cache, so that
+  // a binary built for one driver never loads into another. Empty: none.
+  std::string build_variant = "";
   // Readies a spare before anyone takes it, on the pool's thread: the
   // engine puts it into the default tenant's CPU group there, since moving
   // a process between groups takes about 10 ms (cgroup v1 waits for an RCU
@@ -51,6 +60,10 @@ struct WorkerOptions {
   // why not. Null: nothing is charged.
   std::function<absl::StatusOr<std::shared_ptr<void>>(uint64_t bytes)> charge_host_memory = nullptr;
 };
+
+// Has the workers of `options` run PoCL's CPU device on PoCL's `driver`:
+// `pthread` (as PoCL does by default) or `basic` (--pocl-worker-driver).
+void set_pocl_worker_driver(WorkerOptions& options, const std::string& driver);
 
 class WorkerPool {
  public:

@@ -14,6 +14,7 @@
 #include <fstream>
 #include <thread>
 
+#include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "tests/e2e/e2e.h"
@@ -286,44 +287,41 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
   EXPECT_THAT(typo.output, HasSubstr("`max_sesions` is not a setting kad knows (line 2)"));
   ProcessRun typo_checked = run(kad + " --check-config");
   EXPECT_EQ(typo_checked.code, 2);
-  for (const char* value : {"-1", "\"ten\"", "2.5"}) {
-    std::ofstream(dir + "/kad.toml") << "max_sessions = " << value << "\n";
+  // A file kad refuses, saying `why`.
+  auto refused = [&](const std::string& toml, const std::string& why) {
+    std::ofstream(dir + "/kad.toml") << toml;
     ProcessRun wrong = run(kad + " --check-config");
-    EXPECT_EQ(wrong.code, 2) << value;
-    EXPECT_THAT(wrong.output, HasSubstr("max_sessions must be a whole number, 0 or more")) << value;
-  }
-  for (const char* value : {"-1", "\"many\""}) {
-    std::ofstream(dir + "/kad.toml") << "worker_max_processes = " << value << "\n";
-    ProcessRun wrong = run(kad + " --check-config");
-    EXPECT_EQ(wrong.code, 2) << value;
-    EXPECT_THAT(wrong.output, HasSubstr("worker_max_processes must be a whole number, 0 or more"))
-        << value;
-  }
-  std::ofstream(dir + "/kad.toml") << "worker_max_processes = 2000000\n";
-  ProcessRun too_many = run(kad + " --check-config");
-  EXPECT_EQ(too_many.code, 2);
-  EXPECT_THAT(too_many.output,
-              HasSubstr("worker_max_processes is 2000000, more than the maximum of 1048576"));
-  std::ofstream(dir + "/kad.toml") << "device_queue_depth = 70000\n";
-  ProcessRun too_deep = run(kad + " --check-config");
-  EXPECT_EQ(too_deep.code, 2);
-  EXPECT_THAT(too_deep.output,
-              HasSubstr("device_queue_depth is 70000, more than the maximum of 65536"));
+    EXPECT_EQ(wrong.code, 2) << toml;
+    EXPECT_THAT(wrong.output, HasSubstr(why)) << toml;
+  };
+  for (const char* value : {"-1", "\"ten\"", "2.5"})
+    refused(absl::StrCat("max_sessions = ", value, "\n"),
+            "max_sessions must be a whole number, 0 or more");
+  for (const char* value : {"-1", "\"many\""})
+    refused(absl::StrCat("worker_max_processes = ", value, "\n"),
+            "worker_max_processes must be a whole number, 0 or more");
+  refused("worker_max_processes = 2000000\n",
+          "worker_max_processes is 2000000, more than the maximum of 1048576");
+  refused("device_queue_depth = 70000\n",
+          "device_queue_depth is 70000, more than the maximum of 65536");
   // A worker uid past 2^31 - 65536 would give workers uids some tools read as negative.
-  std::ofstream(dir + "/kad.toml") << "worker_uid_base = 2147450881\n";
-  ProcessRun past_sign = run(kad + " --check-config");
-  EXPECT_EQ(past_sign.code, 2);
-  EXPECT_THAT(past_sign.output,
-              HasSubstr("worker_uid_base is 2147450881, more than the maximum of 2147418112"));
-  std::ofstream(dir + "/kad.toml") << "submit_streams = \"reactor\"\n";
-  ProcessRun unknown_mode = run(kad + " --check-config");
-  EXPECT_EQ(unknown_mode.code, 2);
-  EXPECT_THAT(unknown_mode.output,
-              HasSubstr("submit_streams `reactor` is neither `threads` nor `reactors`"));
+  refused("worker_uid_base = 2147450881\n",
+          "worker_uid_base is 2147450881, more than the maximum of 2147418112");
+  refused("submit_streams = \"reactor\"\n",
+          "submit_streams `reactor` is neither `threads` nor `reactors`");
+  refused("pocl_worker_driver = \"fast\"\n",
+          "pocl_worker_driver `fast` is neither `pthread` nor `basic`");
+  refused("log_format = \"xml\"\n", "log_format `xml` is neither `text` nor `json`");
+  std::ofstream(dir + "/kad.toml") << "";
+  ProcessRun unknown_driver_flag = run(kad + " --check-config --pocl-worker-driver cuda");
+  EXPECT_NE(unknown_driver_flag.code, 0);
+  EXPECT_THAT(unknown_driver_flag.output,
+              HasSubstr("--pocl-worker-driver: cuda not in {pthread,basic}"));
 
   std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/kad.sock\"]\n"
                                    << "max_sessions = 4\nlog_format = \"json\"\n"
-                                   << "submit_streams = \"reactors\"\n";
+                                   << "submit_streams = \"reactors\"\n"
+                                   << "pocl_worker_driver = \"basic\"\n";
   ProcessRun ok = run(kad + " --check-config");
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_THAT(ok.output, HasSubstr("kad.toml and the flags are valid"));

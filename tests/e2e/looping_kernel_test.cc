@@ -175,6 +175,37 @@ TEST(LoopingKernel, ALaunchPastTheLaunchTimeoutEndsItsWorkerWithDeadlineExceeded
 
 // Nobody has to wait for a launch for its deadline to hold: the pool's
 // watchdog ends the worker, and the client hears of it at its next wait.
+// On PoCL's basic driver the kernel loops in the thread that serves kad's
+// requests (--pocl-worker-driver basic): its deadline still ends the worker
+// (kad reads only the progress page), the session goes on in a new one, and
+// SIGTERM exits within the drain timeout.
+TEST(LoopingKernel, OnPoclsBasicDriverTheDeadlineEndsTheWorkerAndSigtermExitsInTime) {
+  auto daemon = testing::Daemon::start(
+      {"--pocl-worker-driver", "basic", "--launch-timeout", "2", "--drain-timeout", "2"});
+  ASSERT_TRUE(daemon.ok()) << daemon.status();
+  EXPECT_THAT((*daemon)->log(), ::testing::HasSubstr("run on PoCL's basic driver"));
+  {
+    Looper looper = start_looping((*daemon)->unix_uri());
+    ASSERT_NE(looper.client, nullptr);
+    const absl::Status status = looper.queue->wait();
+    EXPECT_EQ(status.code(), absl::StatusCode::kDeadlineExceeded) << status;
+    EXPECT_THAT(status.message(), ::testing::HasSubstr("kernel `spin` (launch 1)"));
+    int32_t back = -1;
+    ASSERT_TRUE(
+        looper.queue->read(looper.flag, 0, std::as_writable_bytes(std::span(&back, 1))).ok());
+    EXPECT_EQ(back, 0);
+    testing::expect_bystander_served((*daemon)->unix_uri(), 6, testing::kFillSource,
+                                     /*shared_memory=*/true);
+    testing::expect_bystander_served((*daemon)->tcp_uri(), 7);
+  }
+  Looper looper = start_looping((*daemon)->unix_uri());
+  const auto sent = Clock::now();
+  const int code = (*daemon)->stop(SIGTERM);
+  const auto took = std::chrono::duration_cast<std::chrono::seconds>(Clock::now() - sent);
+  EXPECT_EQ(code, 0) << (*daemon)->log();
+  EXPECT_LT(took.count(), 15) << (*daemon)->log();
+}
+
 TEST(LoopingKernel, ALaunchNobodyWaitsForEndsItsWorkerAtItsDeadline) {
   auto daemon = testing::Daemon::start({"--launch-timeout", "2"});
   ASSERT_TRUE(daemon.ok()) << daemon.status();

@@ -14,6 +14,7 @@
 #include "absl/strings/str_format.h"
 #include "backends/registry.h"
 #include "server/daemon.h"
+#include "server/worker/worker_pool.h"
 #include "server/worker/worker_uids.h"
 
 namespace kad::testing {
@@ -34,9 +35,11 @@ class InProcessDaemon {
   // root, each as a uid of its own); otherwise in this process.
   // `device_queue_depth`: --device-queue-depth (0: launches go straight to
   // the device, unscheduled). `submit_streams`: --submit-streams.
+  // `pocl_worker_driver`: --pocl-worker-driver.
   explicit InProcessDaemon(const std::string& name, bool workers = false,
                            uint32_t device_queue_depth = server::EngineLimits{}.device_queue_depth,
-                           server::SubmitStreams submit_streams = server::SubmitStreams::kThreads) {
+                           server::SubmitStreams submit_streams = server::SubmitStreams::kThreads,
+                           const std::string& pocl_worker_driver = "pthread") {
     socket_ = absl::StrFormat("/tmp/kad-%s-%d.sock", name, getpid());
     server::DaemonOptions options;
     options.limits.device_queue_depth = device_queue_depth;
@@ -46,9 +49,11 @@ class InProcessDaemon {
     if (workers) {
       options.workers.command = {
           .executable = KAD_DAEMON_PATH, .args = {}, .uids = worker_uids_as_root()};
+      server::worker::set_pocl_worker_driver(options.workers, pocl_worker_driver);
     }
 #else
     (void)workers;
+    (void)pocl_worker_driver;
 #endif
     auto d = server::Daemon::start(discover_devices(), std::move(options));
     if (d.ok()) daemon_ = *std::move(d);
