@@ -265,9 +265,7 @@ class WorkerQueue final : public Queue {
     absl::Status sent = device_.worker_->send(Op::kWait, bytes_of(w));
     absl::Status reported_failure;
     absl::Status transport =
-        sent.ok() ? device_.worker_->read_status(device_.request_deadline(absl::Seconds(5)),
-                                                 &reported_failure)
-                  : sent;
+        sent.ok() ? device_.read_answer(absl::Now() + absl::Seconds(5), &reported_failure) : sent;
     if (!transport.ok()) {
       device_.lose_worker(transport, nullptr);  // the loss is pending now, for the caller
       return;
@@ -289,6 +287,11 @@ class WorkerQueue final : public Queue {
     const EventId first = std::max(confirmed_, base_) + 1;
     const EventId oldest = next_ > kRing ? std::max(first, next_ - kRing) : first;
     return std::max(launched_[oldest % kRing].submitted, confirmed_at_) + launch_timeout_;
+  }
+
+  // Whether a launch of the queue is on the worker, not known to have ended.
+  bool running() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+    return device_.worker_ && page_ != nullptr && std::max(confirmed_, base_) + 1 < next_;
   }
 
   // The watchdog's look, for launches nobody waits for: progress is read
@@ -353,18 +356,40 @@ void IsolatedDevice::check_deadlines() {
   mu_.Unlock();
 }
 
-absl::Time IsolatedDevice::request_deadline(absl::Duration usual) const {
-  const WorkerOptions& o = pool_.options();
-  return absl::Now() + usual + (o.kernels_hold_requests ? o.launch_timeout : absl::ZeroDuration());
+absl::Status IsolatedDevice::read_answer(absl::Time deadline, absl::Status* reported,
+                                         uint32_t* flags) {
+  const absl::Duration usual = std::max(deadline - absl::Now(), absl::ZeroDuration());
+  for (;;) {
+    WorkerQueue* due = nullptr;  // the launch in progress whose deadline comes first
+    absl::Time until = deadline;
+    if (pool_.options().kernels_hold_requests) {
+      for (auto& [id, q] : queues_) {
+        if (!q->running()) continue;
+        if (const absl::Time d = q->running_deadline(); due == nullptr || d < until) {
+          due = q;
+          until = d;
+        }
+      }
+      // None in progress (any more): the worker answers as a free one does.
+      if (due == nullptr) until = std::max(deadline, absl::Now() + usual);
+    }
+    absl::Status s = worker_->read_status(until, reported, flags);
+    if (due == nullptr || s.code() != absl::StatusCode::kDeadlineExceeded) return s;
+    due->check_deadline();  // past it still (no progress since): the worker goes
+    if (!worker_) {
+      return absl::DeadlineExceededError(
+          "a launch of the session ran past its deadline while the request waited for it");
+    }
+  }
 }
 
 absl::Status IsolatedDevice::call(Op op, std::span<const std::byte> a, int fd,
                                   absl::Time deadline) {
   absl::Status reported;
+  const pid_t pid = worker_->pid();  // read_answer may have lost it
   absl::Status transport = worker_->send(op, a, {}, fd);
-  if (transport.ok()) transport = worker_->read_status(deadline, &reported);
+  if (transport.ok()) transport = read_answer(deadline, &reported);
   if (!transport.ok()) {
-    const pid_t pid = worker_->pid();
     lose_worker(transport, nullptr);
     return absl::UnavailableError(absl::StrFormat("the session's worker (pid %d) on %s failed: %s",
                                                   pid, info().id, transport.message()));
@@ -398,7 +423,7 @@ absl::Status IsolatedDevice::ensure_worker() {
   loaded_ = std::move(worker_->preloaded);
   worker_->preloaded.clear();
   // A new worker (after a crash) gets the session's buffers and queues again.
-  const absl::Time deadline = request_deadline(pool_.options().start_timeout);
+  const absl::Time deadline = absl::Now() + pool_.options().start_timeout;
   for (const auto& [id, b] : buffers_) {
     ImportRecord r{id, b->size()};
     if (absl::Status s = call(Op::kImportBuffer, bytes_of(r), b->fd(), deadline); !s.ok()) return s;
@@ -492,14 +517,13 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   IdRecord r{kernel.id()};
   absl::Status reported;
   uint32_t flags = 0;
+  const pid_t pid = worker_->pid();  // read_answer may have lost it
   absl::Status transport =
       worker_->send(Op::kLoadKernel, bytes_of(r), bytes_of_string(*kernel.request()));
   if (transport.ok()) {
-    transport =
-        worker_->read_status(request_deadline(pool_.options().compile_timeout), &reported, &flags);
+    transport = read_answer(absl::Now() + pool_.options().compile_timeout, &reported, &flags);
   }
   if (!transport.ok()) {
-    const pid_t pid = worker_->pid();
     lose_worker(transport, nullptr);
     return absl::AbortedError(
         absl::StrFormat("loading kernel `%s` into the session's worker (pid %d) on %s failed: %s",
@@ -648,7 +672,7 @@ absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::add_buffer(
   buffer->id_ = next_id_++;
   ImportRecord r{buffer->id_, buffer->size()};
   if (absl::Status s = call(Op::kImportBuffer, bytes_of(r), buffer->fd(),
-                            request_deadline(pool_.options().start_timeout));
+                            absl::Now() + pool_.options().start_timeout);
       !s.ok()) {
     buffer->id_ = 0;  // the worker never had it
     return s;
@@ -688,7 +712,7 @@ absl::StatusOr<std::unique_ptr<Queue>> IsolatedDevice::create_queue(absl::Durati
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ensure_worker(); !s.ok()) return s;
   q->id_ = next_id_++;
-  if (absl::Status s = give_queue(*q, request_deadline(pool_.options().start_timeout)); !s.ok()) {
+  if (absl::Status s = give_queue(*q, absl::Now() + pool_.options().start_timeout); !s.ok()) {
     q->id_ = 0;
     return s;
   }

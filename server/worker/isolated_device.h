@@ -125,11 +125,15 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   friend class WorkerQueue;
 
   absl::Status ensure_worker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // When a request sent now must have its answer, `usual` being enough
-  // for a worker that is free: longer by the launch timeout where the
-  // worker may be running a kernel before it reads the request
-  // (WorkerOptions::kernels_hold_requests).
-  absl::Time request_deadline(absl::Duration usual) const;
+  // Reads the worker's answer to a request, `deadline` being enough for a
+  // worker that is free. Where the worker runs kernels in the thread that
+  // reads requests (WorkerOptions::kernels_hold_requests), it reads this
+  // one once the launches sent before it have run: the wait follows them,
+  // each to its own deadline, and a launch past it stops the worker there,
+  // as the watchdog would (it passes over a device whose request holds
+  // mu_): its queue is told DEADLINE_EXCEEDED, and the request fails.
+  absl::Status read_answer(absl::Time deadline, absl::Status* reported, uint32_t* flags = nullptr)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The worker failed to answer (`why`): ends it, and tells every queue
   // which of its launches were lost. `deadline_queue` ran past its deadline;
   // `stop`: kad stops it for another deadline (a compile's). Either is

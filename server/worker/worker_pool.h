@@ -41,8 +41,8 @@ struct WorkerOptions {
   absl::Duration start_timeout = absl::Seconds(30);
   int spares = 1;  // started workers kept ready per device
   // The workers' driver runs a kernel in the thread that serves kad's
-  // requests (PoCL's basic driver, --pocl-worker-driver): a request may
-  // wait for the kernel in progress, up to the launch timeout, before the
+  // requests (PoCL's basic driver, --pocl-worker-driver): a request waits
+  // for the launches in progress, each up to its deadline, before the
   // worker answers. Not to be taken for a worker that no longer answers.
   bool kernels_hold_requests = false;
   // What, beside the device, decides the code workers build (the driver

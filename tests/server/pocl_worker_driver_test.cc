@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/launch.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/worker/isolated_device.h"
 #include "tests/support/pocl.h"
@@ -95,8 +96,15 @@ TEST(PoclWorkerDriver, OnBasicAWorkerRunsKernelsWithoutAThreadPoolOfPocls) {
     KernelCache cache;
     WorkerPool pool(options_on(driver));
     IsolatedDevice device(testing::pocl_device(), pool);
-    const absl::Status launched = launch_and_wait(device, *kernel, cache, 1000);
-    ASSERT_TRUE(launched.ok()) << driver << ": " << launched;
+    // One queue, kept while the threads are counted (its reaper stays).
+    auto queue = device.create_queue();
+    auto buffer = device.allocate(16 * sizeof(float));
+    ASSERT_TRUE(queue.ok() && buffer.ok());
+    const NdRange range{Dims{16}};
+    const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(10)};
+    auto r = launch(*kernel, **queue, cache, {&range, nullptr, args});
+    ASSERT_TRUE(r.ok()) << driver << ": " << r.status();
+    ASSERT_TRUE((*queue)->wait(r->event).ok()) << driver;
     const size_t threads = thread_names(device.worker_pid()).size();
     if (driver == "pthread") {
       threads_on_pthread = threads;
@@ -163,6 +171,50 @@ TEST(PoclWorkerDriver, OnBasicARequestWaitsForTheKernelInProgressAndTheWorkerIsK
   // The request did wait for the kernel, longer than for a free worker.
   EXPECT_GT(answered_after, options.start_timeout)
       << "the kernel ran " << absl::Now() - start << " with " << n << " loops";
+}
+
+// A kernel that never ends, on basic: a request behind it waits until the
+// launch's deadline, not its own (longer) one; the worker is stopped there,
+// the launch reported past its deadline, and the session goes on in a new
+// worker.
+TEST(PoclWorkerDriver, OnBasicARequestBehindALoopingKernelEndsAtTheLaunchsDeadline) {
+  WorkerOptions options = options_on("basic");
+  options.launch_timeout = absl::Seconds(2);  // kad's wait for a free worker: 30 s
+  WorkerPool pool(options);
+  IsolatedDevice device(testing::pocl_device(), pool);
+  auto module =
+      Module::create(ModuleFormat::kOpenClC,
+                     absl::StrCat("// nonce ", new_nonce(), "\n",
+                                  "kernel void spin(KAD_CONTEXT, global volatile int* "
+                                  "flag) {\n"
+                                  "  if (kad_active()) { while (flag[0] == 0) { } }\n}\n"));
+  ASSERT_TRUE(module.ok()) << module.status();
+  auto kernel =
+      Kernel::create(*module, {"spin", std::nullopt, std::nullopt, {ArgSpec::buffer()}, ""});
+  ASSERT_TRUE(kernel.ok()) << kernel.status();
+  KernelCache cache;
+  auto queue = device.create_queue();
+  auto flag = device.allocate(sizeof(int32_t));  // zeros: the kernel spins for good
+  ASSERT_TRUE(queue.ok() && flag.ok());
+  const pid_t worker = device.worker_pid();
+  const NdRange range{Dims{1}};
+  const KernelArg args[] = {KernelArg::of_buffer(**flag)};
+  auto r = launch(**kernel, **queue, cache, {&range, nullptr, args});
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::SleepFor(absl::Milliseconds(100));  // the worker is inside the kernel
+  const absl::Time asked = absl::Now();
+  auto refused = device.allocate(4096);
+  const absl::Duration waited = absl::Now() - asked;
+  EXPECT_FALSE(refused.ok());
+  EXPECT_LT(waited, absl::Seconds(10)) << "the request waited for its own deadline";
+  const absl::Status ended = (*queue)->wait(r->event);
+  EXPECT_EQ(ended.code(), absl::StatusCode::kDeadlineExceeded) << ended;
+  EXPECT_THAT(std::string(ended.message()),
+              ::testing::HasSubstr("kernel `spin` (launch 1) ran past the launch deadline of 2s"));
+  // The session goes on in a new worker.
+  auto again = device.allocate(4096);
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_NE(device.worker_pid(), worker);
 }
 
 }  // namespace
