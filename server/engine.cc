@@ -40,10 +40,6 @@ uint64_t half_of_physical_memory() {
   return static_cast<uint64_t>(pages) * static_cast<uint64_t>(page) / 2;
 }
 
-// Takes `mu` if it comes free by `deadline`. A session's lock may be held
-// for as long as its worker takes to answer (a kernel's load, up to the
-// compile timeout): what reads every session (status, drain) must not
-// wait on any one of them.
 // The quota of launches in flight of `s`'s tenant, where it has one and it is full.
 const Budget* full_launch_quota(const Session& s) {
   if (s.tenant() == nullptr) return nullptr;
@@ -51,6 +47,10 @@ const Budget* full_launch_quota(const Session& s) {
   return b.used() >= b.limit() ? &b : nullptr;
 }
 
+// Takes `mu` if it comes free by `deadline`. A session's lock may be held
+// for as long as its worker takes to answer (a kernel's load, up to the
+// compile timeout): what reads every session (status, drain) must not
+// wait on any one of them.
 bool lock_by(absl::Mutex& mu, absl::Time deadline) ABSL_NO_THREAD_SAFETY_ANALYSIS {
   while (!mu.TryLock()) {
     if (absl::Now() >= deadline) return false;
@@ -693,10 +693,15 @@ absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& re
 }
 
 void Engine::reclaim_ended_launches(const Budget& budget) {
+  // Only the tenant's sessions: a client at its quota must not make kad
+  // take every other tenant's sessions' locks.
   std::vector<std::shared_ptr<Session>> sessions;
   {
     absl::MutexLock lock(&mu_);
-    for (const auto& [id, s] : sessions_) sessions.push_back(s);
+    for (const auto& [id, s] : sessions_) {
+      if (s->tenant() != nullptr && s->tenant()->budget(Quota::kLaunchesInFlight).get() == &budget)
+        sessions.push_back(s);
+    }
   }
   const absl::Time deadline = absl::Now() + absl::Milliseconds(20);
   for (const auto& s : sessions) {

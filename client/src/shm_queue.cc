@@ -276,9 +276,8 @@ class ShmTransport final : public Queue::Transport {
       // of it is free (kad wakes us then), never spin: 2000 launches
       // submitted back to back on 2 cores, a client that spun for each slot
       // took 57 % of the time, and the launches ran at 0.37x the driver's rate.
-      if (!reached(wait_until_reached(&ring.head, tail_ - kSubmitSlots / 2, &ring.producer_waiting,
-                                      &ring.producer_wake_at, 100'000'000),
-                   tail_ - kSubmitSlots / 2) &&
+      if (!wait_until_reached(&ring.head, tail_ - kSubmitSlots / 2, &ring.producer_waiting,
+                              &ring.producer_wake_at, 100'000'000) &&
           kad_gone())
         return gone_error();
     }

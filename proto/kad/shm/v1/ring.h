@@ -82,10 +82,10 @@ inline bool reached(uint32_t now, uint32_t target) {
 }
 
 // Sleeps until `word` reaches `target` (its producer_wake_at is `wake_at`),
-// or `timeout_ns` passes; no spin. Returns the value last seen.
-inline uint32_t wait_until_reached(std::atomic<uint32_t>* word, uint32_t target,
-                                   std::atomic<uint32_t>* waiting, std::atomic<uint32_t>* wake_at,
-                                   int64_t timeout_ns) {
+// or `timeout_ns` passes; no spin. Whether it reached it.
+inline bool wait_until_reached(std::atomic<uint32_t>* word, uint32_t target,
+                               std::atomic<uint32_t>* waiting, std::atomic<uint32_t>* wake_at,
+                               int64_t timeout_ns) {
   timespec start{};
   clock_gettime(CLOCK_MONOTONIC, &start);
   const int64_t start_ns = int64_t{start.tv_sec} * 1'000'000'000 + start.tv_nsec;
@@ -104,7 +104,7 @@ inline uint32_t wait_until_reached(std::atomic<uint32_t>* word, uint32_t target,
   }
   waiting->store(0, std::memory_order_relaxed);
   wake_at->store(0, std::memory_order_relaxed);
-  return now;
+  return reached(now, target);
 }
 
 // notify() for a producer that may wait for a target (producer_wake_at):
