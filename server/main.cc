@@ -105,9 +105,11 @@ int serve_as_worker(Config config) {
   // PoCL's CPU device on the driver kad was told (--pocl-worker-driver),
   // chosen before PoCL starts: then the only device of PoCL's platform.
   std::string device_id = config.worker_device;
+  bool kernels_run_in_enqueue = false;
   if (config.pocl_worker_driver != "pthread" && absl::StartsWith(device_id, "opencl:pocl:")) {
     setenv("POCL_DEVICES", config.pocl_worker_driver.c_str(), 1);
     device_id = "opencl:pocl:0";
+    kernels_run_in_enqueue = config.pocl_worker_driver == "basic";
   }
   kad::DeviceRegistry registry =
       kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks,
@@ -117,7 +119,7 @@ int serve_as_worker(Config config) {
       device != nullptr ? absl::OkStatus()
                         : absl::NotFoundError(absl::StrCat(
                               "no device has id `", config.worker_device, "` in this worker"));
-  return worker::serve_worker(3, device, why, *walls);
+  return worker::serve_worker(3, device, why, *walls, kernels_run_in_enqueue);
 }
 
 int serve(Config config) {
@@ -208,7 +210,7 @@ int serve(Config config) {
     if (w.kernels_hold_requests) {
       spdlog::info(
           "PoCL's kernels run on PoCL's basic driver in their workers' own threads: one core per "
-          "session, and a session's requests wait while its kernel runs (--pocl-worker-driver)");
+          "queue of a session (--pocl-worker-driver)");
     }
     spdlog::info(
         "client kernels on CPU devices run in worker processes, one per session; "

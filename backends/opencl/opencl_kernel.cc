@@ -124,6 +124,11 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
     return absl::NotFoundError(absl::StrFormat("module has no kernel named `%s`", sig.entry));
   }
   if (absl::Status s = cl_status(err, "clCreateKernel", sig.entry); !s.ok()) return s;
+  {
+    absl::MutexLock lock(&k->handles_mu_);
+    k->handles_.push_back(std::make_unique<Lease::Handle>());
+    k->handles_.back()->kernel = k->kernel_;
+  }
   absl::StatusOr<std::vector<KernelParameter>> parameters =
       reflect_parameters(device, k->kernel_, sig.entry);
   if (!parameters.ok()) return parameters.status();
@@ -174,8 +179,43 @@ absl::StatusOr<std::string> OpenClKernel::program_binary() const {
   return binary;
 }
 
+OpenClKernel::Lease::~Lease() {
+  if (handle_ != nullptr) handle_->in_use.Unlock();
+}
+
+cl_kernel OpenClKernel::Lease::get() const { return handle_->kernel; }
+
+absl::StatusOr<OpenClKernel::Lease> OpenClKernel::lease() {
+  Lease::Handle* first = nullptr;
+  {
+    absl::MutexLock lock(&handles_mu_);
+    for (const auto& h : handles_) {
+      if (h->in_use.TryLock()) return Lease(h.get());
+    }
+    if (handles_.size() < kMaxHandles) {
+      // Every handle is in a launch: one more, for good.
+      cl_int err = CL_SUCCESS;
+      cl_kernel more = device_.api().clCreateKernel(program_, name_.c_str(), &err);
+      if (absl::Status s = cl_status(err, "clCreateKernel", name_); !s.ok()) return s;
+      handles_.push_back(std::make_unique<Lease::Handle>());
+      handles_.back()->kernel = more;
+      handles_.back()->in_use.Lock();
+      return Lease(handles_.back().get());
+    }
+    first = handles_.front().get();
+  }
+  first->in_use.Lock();
+  return Lease(first);
+}
+
 OpenClKernel::~OpenClKernel() {
   const OpenClApi& api = device_.api();
+  {
+    absl::MutexLock lock(&handles_mu_);
+    for (const auto& h : handles_) {
+      if (h->kernel != kernel_) api.clReleaseKernel(h->kernel);
+    }
+  }
   if (kernel_) api.clReleaseKernel(kernel_);
   if (program_) api.clReleaseProgram(program_);
 }

@@ -2,7 +2,9 @@
 // limits the device reports for it.
 #pragma once
 
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/string_view.h"
@@ -41,8 +43,29 @@ class OpenClKernel final : public CompiledKernel {
 
   const std::string& name() const { return name_; }
   cl_kernel handle() const { return kernel_; }
-  // clSetKernelArg and the enqueue that follows must not interleave between threads.
-  absl::Mutex& launch_mutex() { return launch_mutex_; }
+
+  // A cl_kernel of this kernel that no other thread holds, from taking to
+  // the enqueue that follows its clSetKernelArg calls: those must not
+  // interleave between threads. Where the driver runs the kernel inside the
+  // enqueue (PoCL's basic), that is the kernel's whole run, so a launch
+  // that finds the kernel's handle held takes another (made the first time
+  // by clCreateKernel, then kept) rather than wait for the other launch to
+  // end. kMaxHandles at most; past that, it waits for the first handle.
+  class Lease {
+   public:
+    Lease(Lease&& other) noexcept : handle_(std::exchange(other.handle_, nullptr)) {}
+    Lease& operator=(Lease&&) = delete;
+    ~Lease();
+    cl_kernel get() const;
+
+   private:
+    friend class OpenClKernel;
+    struct Handle;
+    explicit Lease(Handle* handle) : handle_(handle) {}
+    Handle* handle_;
+  };
+  static constexpr size_t kMaxHandles = 64;
+  absl::StatusOr<Lease> lease();
 
  private:
   OpenClKernel(OpenClDevice& device, std::string name) : device_(device), name_(std::move(name)) {}
@@ -53,7 +76,14 @@ class OpenClKernel final : public CompiledKernel {
   cl_kernel kernel_ = nullptr;
   KernelLimits limits_;
   std::vector<KernelParameter> parameters_;  // as the driver reports them
-  absl::Mutex launch_mutex_;
+  // handles_[0] holds kernel_; the rest are made as launches overlap.
+  absl::Mutex handles_mu_;
+  std::vector<std::unique_ptr<Lease::Handle>> handles_ ABSL_GUARDED_BY(handles_mu_);
+};
+
+struct OpenClKernel::Lease::Handle {
+  cl_kernel kernel = nullptr;
+  absl::Mutex in_use;
 };
 
 }  // namespace kad::opencl

@@ -46,10 +46,11 @@ absl::StatusOr<EventId> OpenClQueue::enqueue_kernel(CompiledKernel& compiled,
     local[d] = geometry.items[d];
     global[d] = geometry.groups[d] * geometry.items[d];
   }
-  absl::MutexLock kernel_lock(&kernel.launch_mutex());
+  absl::StatusOr<OpenClKernel::Lease> lease = kernel.lease();
+  if (!lease.ok()) return lease.status();
   absl::MutexLock lock(&mu_);
   DriverScope driver;
-  cl_kernel k = kernel.handle();
+  cl_kernel k = lease->get();
   cl_int err = api.clSetKernelArg(k, 0, sizeof(LaunchContext), &context);
   for (cl_uint i = 0; err == CL_SUCCESS && i < args.size(); ++i) {
     const KernelArg& a = args[i];

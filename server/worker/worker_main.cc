@@ -2,6 +2,7 @@
 
 #include <linux/close_range.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
@@ -23,10 +24,12 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "core/code_cache.h"
+#include "core/driver_scope.h"
 #include "core/kernel_lowering.h"
 #include "kad/shm/v1/ring.h"
 #include "server/worker/abort_status.h"
 #include "server/worker/end_frontier.h"
+#include "server/worker/launch_executor.h"
 #include "server/worker/launch_ring.h"
 #include "server/worker/queue_progress.h"
 #include "server/worker/worker_codec.h"
@@ -74,6 +77,10 @@ struct WorkerQueueState {
   // Set at the first launch: whether the driver calls back (then the reaper
   // only waits for the release, and for the calls still to come).
   std::optional<bool> calls_back;
+  // Where the driver runs kernels inside the enqueue: the queue's thread for
+  // its long launches, the short ones running on the request loop (instead
+  // of the reaper; launch_executor.h).
+  std::unique_ptr<LaunchExecutor> executor;
   std::array<LaunchEnd, kRing> ends;
   // The calls may come in any order, from any driver thread: the page
   // learns only what every launch up to it has said.
@@ -120,8 +127,13 @@ void launch_ended(EndCallback* self, const absl::Status& status) {
 // their driver queues (or, if a kernel holds one, without cleaning up).
 std::atomic<int> g_live_reapers{0};
 
-// Stops a queue's reaper once it is back from the driver.
+// Stops a queue's reaper once it is back from the driver (its executor
+// once it has run the launches it was given).
 void release(WorkerQueueState& s) {
+  if (s.executor) {
+    s.executor->release();
+    return;
+  }
   s.released.store(true, std::memory_order_seq_cst);
   s.launched_word.fetch_add(1, std::memory_order_seq_cst);
   s.wake_reaper();
@@ -170,9 +182,29 @@ void reap(std::shared_ptr<WorkerQueueState> state) {
   g_live_reapers.fetch_sub(1, std::memory_order_release);
 }
 
+// A launch of an executor's queue has run: reported at once.
+struct ReportEnd {
+  WorkerQueueState& s;
+  void operator()(uint64_t seq, const absl::Status& status) const {
+    if (!status.ok()) s.note_failure(status, seq);
+    s.page->report(seq);
+  }
+};
+
+// A queue's executor thread: runs its launches and reports each end at once.
+void execute(std::shared_ptr<WorkerQueueState> state) {
+  t_kad_service_thread = true;  // kad's own thread, as the allocation tests count
+  pthread_setname_np(pthread_self(), "kad-queue");
+  WorkerQueueState& s = *state;
+  s.executor->run(*s.queue, ReportEnd{s});
+  state.reset();  // the driver's queue goes while its device is still there
+  g_live_reapers.fetch_sub(1, std::memory_order_release);
+}
+
 class WorkerServer {
  public:
-  WorkerServer(int fd, Device& device) : connection_(fd), device_(device) {}
+  WorkerServer(int fd, Device& device, bool kernels_run_in_enqueue)
+      : connection_(fd), device_(device), kernels_run_in_enqueue_(kernels_run_in_enqueue) {}
 
   int run() {
     MessageReader reader(connection_);
@@ -305,11 +337,16 @@ class WorkerServer {
           auto state = std::make_shared<WorkerQueueState>();
           state->queue = *std::move(q);
           state->page = *std::move(page);
+          if (kernels_run_in_enqueue_) state->executor = std::make_unique<LaunchExecutor>();
           // Detached: a reaper inside a launch that never ends must not hold
           // up the request loop when its queue is released.
           g_live_reapers.fetch_add(1, std::memory_order_relaxed);
           try {
-            std::thread(reap, state).detach();
+            if (state->executor) {
+              std::thread(execute, state).detach();
+            } else {
+              std::thread(reap, state).detach();
+            }
           } catch (const std::system_error& e) {  // no thread to be had: no queue
             g_live_reapers.fetch_sub(1, std::memory_order_relaxed);
             return reply(absl::ResourceExhaustedError(
@@ -360,27 +397,14 @@ class WorkerServer {
     }
     WorkerQueueState& state = *q->second;
     const uint64_t seq = state.next_launch++;
+    if (state.executor) {
+      hand_over(state, *k->second);
+      return;
+    }
     const EventId previous =
         seq > 1 ? state.events[(seq - 1) % WorkerQueueState::kRing].load(std::memory_order_relaxed)
                 : 0;
-    for (uint32_t i = 0; i < launch_.nargs; ++i) {
-      const ArgRecord& a = launch_.args[i];
-      KernelArg& out = args_[i];
-      out = KernelArg{};
-      out.kind = static_cast<ArgKind>(a.kind);
-      out.scalar = static_cast<ScalarType>(a.scalar);
-      out.local_bytes = a.local_bytes;
-      if (out.kind == ArgKind::kBuffer || out.kind == ArgKind::kConstBuffer) {
-        auto b = buffers_.find(a.value);
-        if (b == buffers_.end()) {
-          std::fprintf(stderr, "kad worker: a launch names no buffer\n");
-          _exit(3);
-        }
-        out.buffer = b->second->buffer.get();
-      } else {
-        out.bits = a.value;
-      }
-    }
+    resolve_args(args_, nullptr);
     absl::StatusOr<EventId> event =
         state.queue->enqueue_kernel(*k->second, launch_.geometry, launch_.context,
                                     std::span<const KernelArg>(args_.data(), launch_.nargs));
@@ -406,6 +430,48 @@ class WorkerServer {
     state.launched.store(seq, std::memory_order_seq_cst);
     state.launched_word.store(static_cast<uint32_t>(seq), std::memory_order_seq_cst);
     state.wake_reaper();
+  }
+
+  // The launch in launch_ (of `kernel`) to the queue's executor, or run
+  // here while its launches are short (launch_executor.h).
+  void hand_over(WorkerQueueState& state, CompiledKernel& kernel) {
+    LaunchExecutor& executor = *state.executor;
+    PreparedLaunch& p = executor.next_slot();
+    p.kernel = &kernel;
+    p.geometry = launch_.geometry;
+    p.context = launch_.context;
+    p.nargs = launch_.nargs;
+    p.nheld = 0;
+    resolve_args(p.args, &p);
+    if (executor.may_run_here()) {
+      executor.run_here(*state.queue, ReportEnd{state});
+    } else {
+      executor.publish();
+    }
+  }
+
+  // launch_'s arguments into `out`: buffer ids become this worker's
+  // buffers, which `held` (if any) keeps mapped.
+  void resolve_args(std::array<KernelArg, kMaxKernelArgs>& out, PreparedLaunch* held) {
+    for (uint32_t i = 0; i < launch_.nargs; ++i) {
+      const ArgRecord& a = launch_.args[i];
+      KernelArg& arg = out[i];
+      arg = KernelArg{};
+      arg.kind = static_cast<ArgKind>(a.kind);
+      arg.scalar = static_cast<ScalarType>(a.scalar);
+      arg.local_bytes = a.local_bytes;
+      if (arg.kind == ArgKind::kBuffer || arg.kind == ArgKind::kConstBuffer) {
+        auto b = buffers_.find(a.value);
+        if (b == buffers_.end()) {
+          std::fprintf(stderr, "kad worker: a launch names no buffer\n");
+          _exit(3);
+        }
+        arg.buffer = b->second->buffer.get();
+        if (held != nullptr) held->held[held->nheld++] = b->second;
+      } else {
+        arg.bits = a.value;
+      }
+    }
   }
 
   // Until the launch that holds `end` has been called back: it ended, or
@@ -499,7 +565,7 @@ class WorkerServer {
 
   absl::Status import(const ImportRecord& r, int fd) {
     if (fd < 0) return absl::InternalError("a buffer came without its memory");
-    auto b = std::make_unique<ImportedBuffer>();
+    auto b = std::make_shared<ImportedBuffer>();
     b->bytes = r.bytes;
     b->data = mmap(nullptr, r.bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
@@ -517,13 +583,15 @@ class WorkerServer {
 
   Connection connection_;
   Device& device_;
+  const bool kernels_run_in_enqueue_;
   static constexpr absl::Duration kSleepCheck = absl::Seconds(5);
   std::unique_ptr<LaunchRing> ring_;  // once kad attached it (kLaunchRing)
   uint64_t messages_read_ = 0;        // since then
   LaunchRecord launch_;
   std::array<KernelArg, kMaxKernelArgs> args_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<CompiledKernel>> kernels_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<ImportedBuffer>> buffers_;
+  // Shared with the launches an executor still holds (launch_executor.h).
+  absl::flat_hash_map<uint64_t, std::shared_ptr<ImportedBuffer>> buffers_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerQueueState>> queues_;
 };
 
@@ -557,7 +625,8 @@ void harden_worker_process(int fd) {
   report_aborts_by_exit_status();
 }
 
-int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls) {
+int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls,
+                 bool kernels_run_in_enqueue) {
   Connection connection(fd);
   HelloRecord hello{static_cast<int32_t>(getpid()), static_cast<int32_t>(why.code()), walls.walls,
                     walls.landlock_abi};
@@ -569,7 +638,7 @@ int serve_worker(int fd, Device* device, const absl::Status& why, const Confinem
       device == nullptr) {
     return device == nullptr ? 2 : 0;
   }
-  return WorkerServer(fd, *device).run();
+  return WorkerServer(fd, *device, kernels_run_in_enqueue).run();
 }
 
 }  // namespace kad::server::worker

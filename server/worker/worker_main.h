@@ -17,7 +17,11 @@ void harden_worker_process(int fd);
 
 // Serves the daemon on `fd` with `device` (null: the worker cannot serve,
 // and `why` says so in the hello), telling it the walls it runs behind.
+// `kernels_run_in_enqueue`: the device's driver runs a kernel inside its
+// enqueue (PoCL's basic), so each queue gets a thread that runs its
+// launches (launch_executor.h) and the request loop never waits for one.
 // Returns the process's exit code.
-int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls);
+int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls,
+                 bool kernels_run_in_enqueue = false);
 
 }  // namespace kad::server::worker

@@ -12,7 +12,9 @@ namespace kad::server::worker {
 
 void set_pocl_worker_driver(WorkerOptions& options, const std::string& driver) {
   options.command.args.push_back(absl::StrCat("--pocl-worker-driver=", driver));
-  // basic runs a kernel inside its enqueue, on the thread that serves kad.
+  // basic runs a kernel inside its enqueue: on its queue's own thread in
+  // the worker (launch_executor.h), but a request still waits for a slot
+  // behind a queue whose launches fill them all.
   options.kernels_hold_requests = driver == "basic";
   options.build_variant = driver == "pthread" ? "" : absl::StrCat("pocl driver ", driver);
 }

@@ -40,10 +40,12 @@ struct WorkerOptions {
   absl::Duration compile_timeout = absl::Seconds(150);
   absl::Duration start_timeout = absl::Seconds(30);
   int spares = 1;  // started workers kept ready per device
-  // The workers' driver runs a kernel in the thread that serves kad's
-  // requests (PoCL's basic driver, --pocl-worker-driver): a request waits
-  // for the launches in progress, each up to its deadline, before the
-  // worker answers. Not to be taken for a worker that no longer answers.
+  // The workers' driver runs a kernel inside its enqueue (PoCL's basic
+  // driver, --pocl-worker-driver): a queue's own thread runs its launches,
+  // but a request behind a queue whose waiting launches fill every slot
+  // (launch_executor.h) waits for the launches in progress, each up to its
+  // deadline, before the worker answers. Not to be taken for a worker that
+  // no longer answers.
   bool kernels_hold_requests = false;
   // What, beside the device, decides the code workers build (the driver
   // they run): part of a program binary's key in kad's code cache, so that

@@ -1,9 +1,10 @@
 // DESIGN §7 with worker processes (§8): a warm launch on a device served by
 // a worker allocates nothing in the daemon (the IsolatedDevice on this
 // thread) nor in the worker. The worker is tests/support/counting_worker.cc,
-// which reports its serving thread's allocations when it ends: a session of
-// 100 warm launches and one of 400 must leave the same count behind, so the
-// launches themselves allocated nothing there.
+// which reports its serving thread's allocations (and its queues' executors',
+// on PoCL's basic driver) when it ends: a session of 100 warm launches and
+// one of 400 must leave the same count behind, so the launches themselves
+// allocated nothing there.
 #include <unistd.h>
 
 #include <filesystem>
@@ -27,6 +28,18 @@ using testing::AllocCounter;
 
 constexpr int64_t kElements = 1024;
 
+// kAffineKernel's result after `loops` steps per item that change nothing
+// but its time: launches long enough (a few ms) to run on a queue's own
+// thread in a worker on PoCL's basic driver (launch_executor.h).
+constexpr char kSlowAffineKernel[] = R"(
+kernel void affine(KAD_CONTEXT, global int* out, int seed, int k, int loops) {
+  if (!kad_active()) return;
+  float f = 0.0f;
+  for (int i = 0; i < loops; ++i) f = f * 0.999f + 1.0f;
+  out[kad_global_linear()] = (int)kad_global_linear() * seed + k + (f < 0.0f ? 1 : 0);
+}
+)";
+
 struct SessionCounts {
   uint64_t daemon_allocs = 0;  // this thread, over the warm launches
   uint64_t worker_allocs = 0;  // the worker's serving thread, over its whole life
@@ -37,23 +50,26 @@ class WorkerAllocations : public ::testing::Test {
   void SetUp() override {
     report_ = absl::StrCat(::testing::TempDir(), "kad-worker-allocs-", getpid());
     setenv("KAD_WORKER_ALLOC_REPORT", report_.c_str(), 1);
-    pool_ = std::make_unique<WorkerPool>(
-        server::worker::WorkerOptions{.command = {KAD_COUNTING_WORKER_PATH, {}}, .spares = 0});
+  }
+  void start_workers(const std::string& pocl_driver) {
+    server::worker::WorkerOptions options{.command = {KAD_COUNTING_WORKER_PATH, {}}, .spares = 0};
+    server::worker::set_pocl_worker_driver(options, pocl_driver);
+    pool_ = std::make_unique<WorkerPool>(std::move(options));
   }
 
-  // One session's device, `launches` warm synchronous launches, then the
-  // worker's report once the device is gone.
-  SessionCounts session(int launches) {
+  // One session's device, `launches` warm synchronous launches (of
+  // kSlowAffineKernel with `loops`, if any), then the worker's report once
+  // the device is gone.
+  SessionCounts session(int launches, int32_t loops = 0) {
     SessionCounts out;
     auto device = std::make_unique<IsolatedDevice>(testing::pocl_device(), *pool_);
-    auto module = Module::create(ModuleFormat::kOpenClC, testing::kAffineKernel);
+    auto module = Module::create(ModuleFormat::kOpenClC,
+                                 loops > 0 ? kSlowAffineKernel : testing::kAffineKernel);
     EXPECT_TRUE(module.ok()) << module.status();
-    auto kernel = Kernel::create(*module, {"affine",
-                                           std::nullopt,
-                                           std::nullopt,
-                                           {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32),
-                                            ArgSpec::scalar_of(ScalarType::kI32)},
-                                           ""});
+    std::vector<ArgSpec> specs{ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32),
+                               ArgSpec::scalar_of(ScalarType::kI32)};
+    if (loops > 0) specs.push_back(ArgSpec::scalar_of(ScalarType::kI32));
+    auto kernel = Kernel::create(*module, {"affine", std::nullopt, std::nullopt, specs, ""});
     EXPECT_TRUE(kernel.ok()) << kernel.status();
     auto queue = device->create_queue();
     auto buffer = device->allocate(kElements * sizeof(int32_t));
@@ -65,8 +81,11 @@ class WorkerAllocations : public ::testing::Test {
     const NdRange range{Dims{kElements}};
     auto launch_and_wait = [&](int32_t k) {
       const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(3),
-                                KernelArg::of_scalar<int32_t>(k)};
-      absl::StatusOr<LaunchResult> r = launch(**kernel, **queue, cache_, {&range, nullptr, args});
+                                KernelArg::of_scalar<int32_t>(k),
+                                KernelArg::of_scalar<int32_t>(loops)};
+      const size_t nargs = loops > 0 ? 4 : 3;
+      absl::StatusOr<LaunchResult> r =
+          launch(**kernel, **queue, cache_, {&range, nullptr, std::span(args, nargs)});
       return r.ok() ? (*queue)->wait(r->event) : r.status();
     };
     for (int32_t k = 0; k < 3; ++k) EXPECT_TRUE(launch_and_wait(k).ok());  // compiles, loads
@@ -101,6 +120,7 @@ class WorkerAllocations : public ::testing::Test {
 };
 
 TEST_F(WorkerAllocations, AWarmLaunchAllocatesNothingInTheDaemonOrTheWorker) {
+  start_workers("pthread");
   // Two sessions before the counted ones: the cache holds the kernel, and
   // lazily made state (PoCL's, the allocator's) is in place in the daemon.
   session(10);
@@ -112,6 +132,28 @@ TEST_F(WorkerAllocations, AWarmLaunchAllocatesNothingInTheDaemonOrTheWorker) {
   EXPECT_GT(few.worker_allocs, 0u) << "the worker's count sees its set-up";
   EXPECT_EQ(many.worker_allocs, few.worker_allocs)
       << "300 more warm launches allocated in the worker";
+}
+
+// On PoCL's basic driver a queue's short launches run on the worker's
+// request loop, its long ones on the queue's own thread (launch_executor.h):
+// neither allocates per launch.
+TEST_F(WorkerAllocations, AWarmLaunchOnPoclsBasicDriverAllocatesNothingInTheWorker) {
+  start_workers("basic");
+  session(10);
+  session(10);
+  const SessionCounts few = session(100);
+  const SessionCounts many = session(400);
+  EXPECT_EQ(many.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
+  EXPECT_GT(few.worker_allocs, 0u) << "the worker's count sees its set-up";
+  EXPECT_EQ(many.worker_allocs, few.worker_allocs)
+      << "300 more warm short launches allocated in the worker";
+  // Launches of a few ms each (4000 loops for each of 1024 items).
+  session(10, 4000);
+  const SessionCounts few_long = session(20, 4000);
+  const SessionCounts many_long = session(80, 4000);
+  EXPECT_EQ(many_long.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
+  EXPECT_EQ(many_long.worker_allocs, few_long.worker_allocs)
+      << "60 more warm long launches allocated in the worker or its queue's thread";
 }
 
 }  // namespace

@@ -1,14 +1,18 @@
 // --pocl-worker-driver: PoCL's CPU device in workers on PoCL's `basic`
 // driver runs each kernel in the worker's own thread, inside the enqueue,
-// where `pthread` hands it to a pool of PoCL's threads. A request from kad
-// then waits for the kernel in progress: kad must not take that worker for
-// one that stopped answering.
+// where `pthread` hands it to a pool of PoCL's threads. That thread is the
+// queue's executor (launch_executor.h): the worker's requests and its other
+// queues go on while a kernel runs. A request behind a queue whose launches
+// fill every slot waits for the kernel in progress: kad must not take that
+// worker for one that stopped answering.
 #include <sys/types.h>
 
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <random>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -18,6 +22,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "server/worker/isolated_device.h"
+#include "server/worker/launch_executor.h"
 #include "tests/support/pocl.h"
 
 namespace kad {
@@ -109,7 +114,7 @@ TEST(PoclWorkerDriver, OnBasicAWorkerRunsKernelsWithoutAThreadPoolOfPocls) {
     if (driver == "pthread") {
       threads_on_pthread = threads;
     } else {
-      // The worker's own: its request loop and its queue's reaper.
+      // The worker's own: its request loop and its queue's executor.
       EXPECT_EQ(threads, 2u) << "threads of a worker on basic, " << threads_on_pthread
                              << " on pthread";
     }
@@ -133,51 +138,150 @@ TEST(PoclWorkerDriver, AKernelBuiltOnOneDriverIsBuiltAgainForTheOther) {
   }
 }
 
-// A kernel that runs longer than kad waits for a worker's answer to a
-// request: on basic the worker reads the request only once the kernel has
-// ended. The request is answered, and the worker and its launch are kept.
-TEST(PoclWorkerDriver, OnBasicARequestWaitsForTheKernelInProgressAndTheWorkerIsKept) {
-  WorkerOptions options = options_on("basic");
-  options.start_timeout = absl::Milliseconds(500);  // kad's wait for a free worker's answer
-  WorkerPool pool(options);
+// How many loops of slow_kernel() make a launch of about `seconds` on
+// `device` (the kernel compiled and loaded by the way).
+int32_t loops_for(IsolatedDevice& device, Kernel& kernel, KernelCache& cache, double seconds) {
+  if (!launch_and_wait(device, kernel, cache, 1).ok()) return 0;
+  constexpr int32_t kProbe = 2'000'000;
+  const absl::Time start = absl::Now();
+  if (!launch_and_wait(device, kernel, cache, kProbe).ok()) return 0;
+  const double probe_s = absl::ToDoubleSeconds(absl::Now() - start);
+  return static_cast<int32_t>(std::min(2.0e9, kProbe * seconds / std::max(probe_s, 1e-4)));
+}
+
+// A kernel of 1.5 s on a queue whose launches are long (they run on its
+// executor): a request of the same session (an allocation, which the worker
+// imports) and a launch of the same kernel on its other queue are answered
+// while it runs, in the same worker.
+TEST(PoclWorkerDriver, OnBasicARequestAndAnotherQueuesLaunchAreServedWhileAKernelRuns) {
+  WorkerPool pool(options_on("basic"));
   IsolatedDevice device(testing::pocl_device(), pool);
   std::unique_ptr<Kernel> kernel = slow_kernel();
   ASSERT_NE(kernel, nullptr);
   KernelCache cache;
-  // How many loops make a launch of about 1.5 s here (compiled first).
-  ASSERT_TRUE(launch_and_wait(device, *kernel, cache, 1).ok());
-  constexpr int32_t kProbe = 2'000'000;
-  absl::Time start = absl::Now();
-  ASSERT_TRUE(launch_and_wait(device, *kernel, cache, kProbe).ok());
-  const double probe_s = absl::ToDoubleSeconds(absl::Now() - start);
-  const int32_t n = static_cast<int32_t>(std::min(2.0e9, kProbe * 1.5 / std::max(probe_s, 1e-4)));
+  const int32_t n = loops_for(device, *kernel, cache, 1.5);
+  ASSERT_GT(n, 0);
 
+  auto queue = device.create_queue();
+  auto other_queue = device.create_queue();
+  auto buffer = device.allocate(16 * sizeof(float));
+  ASSERT_TRUE(queue.ok() && other_queue.ok() && buffer.ok());
+  const pid_t worker = device.worker_pid();
+  const NdRange range{Dims{16}};
+  // A launch of about 20 ms: the queue's launches are long.
+  const KernelArg long_args[] = {KernelArg::of_buffer(**buffer),
+                                 KernelArg::of_scalar<int32_t>(std::max(n / 75, 1))};
+  auto warm = launch(*kernel, **queue, cache, {&range, nullptr, long_args});
+  ASSERT_TRUE(warm.ok() && (*queue)->wait(warm->event).ok());
+  const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(n)};
+  const absl::Time start = absl::Now();
+  auto r = launch(*kernel, **queue, cache, {&range, nullptr, args});
+  ASSERT_TRUE(r.ok()) << r.status();
+  absl::SleepFor(absl::Milliseconds(100));  // the worker is inside the kernel
+
+  absl::Time asked = absl::Now();
+  auto second = device.allocate(16 * sizeof(float));  // a request: import the memory
+  const absl::Duration allocated_after = absl::Now() - asked;
+  ASSERT_TRUE(second.ok()) << second.status();
+  asked = absl::Now();
+  const KernelArg short_args[] = {KernelArg::of_buffer(**second), KernelArg::of_scalar<int32_t>(1)};
+  auto s = launch(*kernel, **other_queue, cache, {&range, nullptr, short_args});
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_TRUE((*other_queue)->wait(s->event).ok());
+  const absl::Duration other_queue_after = absl::Now() - asked;
+  std::vector<float> out(16, -1.0f);
+  ASSERT_TRUE(
+      (*other_queue)->read_buffer(**second, 0, std::as_writable_bytes(std::span(out))).ok());
+  EXPECT_EQ(out[0], 1.0f) << "x = 0 * 0.999 + 1 after one step";
+
+  EXPECT_TRUE((*queue)->wait(r->event).ok());
+  const absl::Duration kernel_ran = absl::Now() - start;
+  EXPECT_EQ(device.worker_pid(), worker);
+  // Both long before the kernel's end (it ran 1.5 s, at least 1.4 s after them).
+  EXPECT_LT(allocated_after, absl::Milliseconds(500)) << "the kernel ran " << kernel_ran;
+  EXPECT_LT(other_queue_after, absl::Milliseconds(500)) << "the kernel ran " << kernel_ran;
+  EXPECT_GT(kernel_ran, absl::Seconds(1)) << "the kernel was too short to tell";
+}
+
+// CPU time a thread of `pid` has used (user and system).
+absl::Duration cpu_time(pid_t pid, pid_t tid) {
+  std::ifstream in(absl::StrCat("/proc/", pid, "/task/", tid, "/stat"));
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // Fields after the name (which may hold spaces) from the state on: utime
+  // and stime are the 12th and 13th.
+  std::istringstream rest(stat.substr(stat.rfind(')') + 2));
+  std::string field;
+  uint64_t utime = 0, stime = 0;
+  for (int i = 1; i <= 13 && rest >> field; ++i) {
+    if (i == 12) utime = std::stoull(field);
+    if (i == 13) stime = std::stoull(field);
+  }
+  return absl::Seconds(static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK));
+}
+
+// The thread of `pid` named `name` (0 if none).
+pid_t thread_named(pid_t pid, const std::string& name) {
+  std::error_code ec;
+  for (const auto& t :
+       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
+    std::string comm;
+    std::getline(std::ifstream(t.path() / "comm"), comm);
+    if (comm == name) return std::stoi(t.path().filename().string());
+  }
+  return 0;
+}
+
+// Where a queue's launches run on basic: on the worker's request loop (its
+// main thread) while they are short; after a long one, on the queue's own
+// thread; after a short one there, on the loop's again. Seen by each
+// thread's CPU time over launches of about 300 ms.
+TEST(PoclWorkerDriver, OnBasicAQueueRunsLaunchesOnTheLoopsThreadUntilOneIsLong) {
+  WorkerPool pool(options_on("basic"));
+  IsolatedDevice device(testing::pocl_device(), pool);
+  std::unique_ptr<Kernel> kernel = slow_kernel();
+  ASSERT_NE(kernel, nullptr);
+  KernelCache cache;
+  const int32_t n = loops_for(device, *kernel, cache, 0.3);
+  ASSERT_GT(n, 0);
   auto queue = device.create_queue();
   auto buffer = device.allocate(16 * sizeof(float));
   ASSERT_TRUE(queue.ok() && buffer.ok());
   const pid_t worker = device.worker_pid();
   const NdRange range{Dims{16}};
-  const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(n)};
-  start = absl::Now();
-  auto r = launch(*kernel, **queue, cache, {&range, nullptr, args});
-  ASSERT_TRUE(r.ok()) << r.status();
-  absl::SleepFor(absl::Milliseconds(100));  // the worker is inside the kernel
-  const absl::Time asked = absl::Now();
-  auto second = device.allocate(4096);  // a request to the worker: import the memory
-  const absl::Duration answered_after = absl::Now() - asked;
-  ASSERT_TRUE(second.ok()) << second.status();
-  EXPECT_TRUE((*queue)->wait(r->event).ok());
-  EXPECT_EQ(device.worker_pid(), worker) << "the busy worker was taken for one that stopped";
-  // The request did wait for the kernel, longer than for a free worker.
-  EXPECT_GT(answered_after, options.start_timeout)
-      << "the kernel ran " << absl::Now() - start << " with " << n << " loops";
+  auto run = [&](int32_t loops) {
+    const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(loops)};
+    auto r = launch(*kernel, **queue, cache, {&range, nullptr, args});
+    EXPECT_TRUE(r.ok() && (*queue)->wait(r->event).ok()) << loops << " loops";
+  };
+  run(1);
+  const pid_t executor = thread_named(worker, "kad-queue");
+  ASSERT_NE(executor, 0) << "no executor thread in the worker";
+  // Which thread ran a launch of n loops: the one whose CPU time grew by
+  // most of it.
+  auto ran_on = [&] {
+    const absl::Duration loop_before = cpu_time(worker, worker);
+    const absl::Duration queue_before = cpu_time(worker, executor);
+    run(n);
+    const absl::Duration on_loop = cpu_time(worker, worker) - loop_before;
+    const absl::Duration on_queue = cpu_time(worker, executor) - queue_before;
+    if (on_loop > 2 * on_queue + absl::Milliseconds(50)) return std::string("loop");
+    if (on_queue > 2 * on_loop + absl::Milliseconds(50)) return std::string("queue");
+    return absl::StrCat("neither (loop ", absl::FormatDuration(on_loop), ", queue ",
+                        absl::FormatDuration(on_queue), ")");
+  };
+  EXPECT_EQ(ran_on(), "loop") << "the first long launch, after short ones";
+  EXPECT_EQ(ran_on(), "queue") << "a launch after a long one";
+  run(1);  // short, on the queue's thread
+  EXPECT_EQ(ran_on(), "loop") << "a launch after a short one";
 }
 
-// A kernel that never ends, on basic: a request behind it waits until the
-// launch's deadline, not its own (longer) one; the worker is stopped there,
+// A kernel that never ends, on basic, and launches behind it on its queue
+// that fill every slot of the queue's executor: the worker's request loop
+// waits for a slot, and a request behind it waits until the running
+// launch's deadline, not its own (longer) one. The worker is stopped there,
 // the launch reported past its deadline, and the session goes on in a new
 // worker.
-TEST(PoclWorkerDriver, OnBasicARequestBehindALoopingKernelEndsAtTheLaunchsDeadline) {
+TEST(PoclWorkerDriver, OnBasicARequestBehindAFullQueueOfALoopingKernelEndsAtTheLaunchsDeadline) {
   WorkerOptions options = options_on("basic");
   options.launch_timeout = absl::Seconds(2);  // kad's wait for a free worker: 30 s
   WorkerPool pool(options);
@@ -199,15 +303,19 @@ TEST(PoclWorkerDriver, OnBasicARequestBehindALoopingKernelEndsAtTheLaunchsDeadli
   const pid_t worker = device.worker_pid();
   const NdRange range{Dims{1}};
   const KernelArg args[] = {KernelArg::of_buffer(**flag)};
-  auto r = launch(**kernel, **queue, cache, {&range, nullptr, args});
-  ASSERT_TRUE(r.ok()) << r.status();
-  absl::SleepFor(absl::Milliseconds(100));  // the worker is inside the kernel
+  absl::StatusOr<LaunchResult> first;
+  for (uint64_t i = 0; i <= server::worker::LaunchExecutor::kSlots; ++i) {
+    auto r = launch(**kernel, **queue, cache, {&range, nullptr, args});
+    ASSERT_TRUE(r.ok()) << "launch " << i + 1 << ": " << r.status();
+    if (i == 0) first = r;
+  }
+  absl::SleepFor(absl::Milliseconds(100));  // the loop waits for a slot
   const absl::Time asked = absl::Now();
   auto refused = device.allocate(4096);
   const absl::Duration waited = absl::Now() - asked;
   EXPECT_FALSE(refused.ok());
   EXPECT_LT(waited, absl::Seconds(10)) << "the request waited for its own deadline";
-  const absl::Status ended = (*queue)->wait(r->event);
+  const absl::Status ended = (*queue)->wait(first->event);
   EXPECT_EQ(ended.code(), absl::StatusCode::kDeadlineExceeded) << ended;
   EXPECT_THAT(std::string(ended.message()),
               ::testing::HasSubstr("kernel `spin` (launch 1) ran past the launch deadline of 2s"));

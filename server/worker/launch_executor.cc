@@ -1,0 +1,53 @@
+#include "server/worker/launch_executor.h"
+
+#include <span>
+
+#include "kad/shm/v1/ring.h"
+
+namespace kad::server::worker {
+
+PreparedLaunch& LaunchExecutor::next_slot() {
+  for (;;) {
+    const uint32_t seen = done_word_.load(std::memory_order_seq_cst);
+    if (next_ - done_.load(std::memory_order_acquire) < kSlots) return slots_[next_ % kSlots];
+    sleep_on(done_word_, seen, loop_sleeping_);
+  }
+}
+
+void LaunchExecutor::publish() {
+  ++next_;
+  published_.store(next_, std::memory_order_seq_cst);
+  published_word_.store(static_cast<uint32_t>(next_), std::memory_order_seq_cst);
+  wake(published_word_, executor_sleeping_);
+}
+
+void LaunchExecutor::release() {
+  released_.store(true, std::memory_order_seq_cst);
+  published_word_.fetch_add(1, std::memory_order_seq_cst);
+  wake(published_word_, executor_sleeping_);
+}
+
+void LaunchExecutor::sleep_on(std::atomic<uint32_t>& word, uint32_t seen,
+                              std::atomic<uint32_t>& sleeping) {
+  sleeping.store(1, std::memory_order_seq_cst);
+  // A change after `seen` was read (the other side stores the word, then
+  // looks at `sleeping`) is seen here, or the other side sees `sleeping`
+  // and wakes this one: no wake-up is lost.
+  if (word.load(std::memory_order_seq_cst) == seen) shm::v1::futex_wait(&word, seen, -1);
+  sleeping.store(0, std::memory_order_relaxed);
+}
+
+void LaunchExecutor::wake(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping) {
+  if (sleeping.load(std::memory_order_seq_cst) != 0) shm::v1::futex_wake(&word);
+}
+
+void LaunchExecutor::enqueue_and_wait(Queue& queue, PreparedLaunch& launch, absl::Status* status) {
+  absl::StatusOr<EventId> event =
+      queue.enqueue_kernel(*launch.kernel, launch.geometry, launch.context,
+                           std::span<const KernelArg>(launch.args.data(), launch.nargs));
+  // On a driver that ran the kernel in its enqueue the event has ended;
+  // on another this waits for it (launches of one queue run in order).
+  *status = event.ok() ? queue.wait(*event) : event.status();
+}
+
+}  // namespace kad::server::worker
