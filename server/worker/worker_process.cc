@@ -24,6 +24,7 @@
 #include "server/worker/namespaced_spawn.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_confinement.h"
+#include "server/worker/worker_folders.h"
 #include "spdlog/spdlog.h"
 
 extern char** environ;
@@ -83,10 +84,17 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
         absl::StrFormat("cannot make a worker's socketpair: %s", std::strerror(errno)));
   }
   // The worker's own folder, the only one it may write besides the caches:
-  // made here, since a worker that is killed cannot remove it.
+  // made here, since a worker that is killed cannot remove it (nor a kad
+  // that is killed: worker_folders.h).
   std::error_code ec;
-  std::string dir = (std::filesystem::temp_directory_path(ec) / "kad-worker-XXXXXX").string();
-  if (ec || mkdtemp(dir.data()) == nullptr) {
+  absl::StatusOr<std::string> root = workers_root();
+  if (!root.ok()) {
+    close(fds[0]);
+    close(fds[1]);
+    return root.status();
+  }
+  std::string dir = absl::StrCat(*root, "/kad-worker-XXXXXX");
+  if (mkdtemp(dir.data()) == nullptr) {
     close(fds[0]);
     close(fds[1]);
     return absl::UnavailableError(
