@@ -562,9 +562,14 @@ void register_all() {
   const std::vector<std::string> types = g_full
                                              ? std::vector<std::string>{"half", "float", "double"}
                                              : std::vector<std::string>{"half", "float"};
-  for (const std::string& mode : kModes) {
+  // Through a worker too, the largest in Float32 only: a launch of a few ms,
+  // which on PoCL's basic driver runs on every core (launch_executor.h).
+  std::vector<std::string> saxpy_modes = kModes;
+  saxpy_modes.push_back("worker-shm");
+  for (const std::string& mode : saxpy_modes) {
     for (const std::string& t : types) {
       for (int64_t n : sizes) {
+        if (mode == "worker-shm" && (t != "float" || n != sizes.back())) continue;
         for (bool static_wg : {false, true}) {
           if (static_wg && n % 1024 != 0) continue;  // a static (1024,) workgroup must divide
           Shape shape{{n},
@@ -587,11 +592,13 @@ void register_all() {
       }
     }
   }
-  // const/: a 16-step relaxation with static workgroup 1024, inputs @Const or not.
-  for (const std::string& mode : kModes) {
+  // const/: a 16-step relaxation with static workgroup 1024, inputs @Const
+  // or not; through a worker, @Const Float32 only.
+  for (const std::string& mode : saxpy_modes) {
     for (const std::string t : {"float", "double"}) {
       for (int64_t n : g_full ? std::vector<int64_t>{65536, 262144} : std::vector<int64_t>{65536}) {
         for (bool marked : {true, false}) {
+          if (mode == "worker-shm" && (t != "float" || !marked)) continue;
           Work w{"relax", t, {{n}, {1024}, false, true, false}, marked};
           note_work(mode, w);
           const std::string name =

@@ -166,10 +166,11 @@ ParseOutcome parse_config(int argc, char** argv) {
                "session's first launch of each kernel and size) rather than run the generic one "
                "every worker loads: faster kernels with barriers or local memory");
   app.add_option("--pocl-worker-driver", c.pocl_worker_driver,
-                 "PoCL's driver in workers: `pthread` (a pool of threads runs each kernel on "
-                 "every core) or `basic` (the worker's own thread runs it: several times the "
-                 "launches per second for small kernels, one core per session, and a session's "
-                 "requests wait while its kernel runs)")
+                 "PoCL's driver in workers: `pthread` (a pool of PoCL's threads runs each kernel "
+                 "on every core) or `basic` (the worker's own threads run small kernels without a "
+                 "hand-off: several times the launches per second; a kernel whose launches take "
+                 "1 ms or more on one core runs on a thread of its queue's own and, with several "
+                 "work-groups, on pthread's pool beside it)")
       ->check(CLI::IsMember({"pthread", "basic"}));
   app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
   app.add_option("--worker-device", c.worker_device)->group("");

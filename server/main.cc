@@ -104,12 +104,16 @@ int serve_as_worker(Config config) {
   if (!walls.ok()) return worker::serve_worker(3, nullptr, walls.status(), {});
   // PoCL's CPU device on the driver kad was told (--pocl-worker-driver),
   // chosen before PoCL starts: then the only device of PoCL's platform.
+  // On basic, PoCL's pthread driver too, second: the wide device on which
+  // a queue's long launches of several work-groups get every core
+  // (launch_executor.h).
   std::string device_id = config.worker_device;
   bool kernels_run_in_enqueue = false;
   if (config.pocl_worker_driver != "pthread" && absl::StartsWith(device_id, "opencl:pocl:")) {
-    setenv("POCL_DEVICES", config.pocl_worker_driver.c_str(), 1);
-    device_id = "opencl:pocl:0";
     kernels_run_in_enqueue = config.pocl_worker_driver == "basic";
+    setenv("POCL_DEVICES",
+           kernels_run_in_enqueue ? "basic pthread" : config.pocl_worker_driver.c_str(), 1);
+    device_id = "opencl:pocl:0";
   }
   kad::DeviceRegistry registry =
       kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks,
@@ -119,7 +123,8 @@ int serve_as_worker(Config config) {
       device != nullptr ? absl::OkStatus()
                         : absl::NotFoundError(absl::StrCat(
                               "no device has id `", config.worker_device, "` in this worker"));
-  return worker::serve_worker(3, device, why, *walls, kernels_run_in_enqueue);
+  kad::Device* wide = kernels_run_in_enqueue ? registry.find("opencl:pocl:1") : nullptr;
+  return worker::serve_worker(3, device, why, *walls, kernels_run_in_enqueue, wide);
 }
 
 int serve(Config config) {

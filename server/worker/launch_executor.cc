@@ -41,9 +41,50 @@ void LaunchExecutor::wake(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sl
   if (sleeping.load(std::memory_order_seq_cst) != 0) shm::v1::futex_wake(&word);
 }
 
-void LaunchExecutor::enqueue_and_wait(Queue& queue, PreparedLaunch& launch, absl::Status* status) {
+absl::Status LaunchExecutor::run_one(Queue& queue, Queue* wide, PreparedLaunch& launch) {
+  absl::Status status;
+  // Its build for the wide device (the first time) does not count.
+  CompiledKernel* wide_kernel = wide != nullptr && worth_wide(launch) ? go_wide(launch) : nullptr;
+  const auto start = std::chrono::steady_clock::now();
+  if (wide_kernel != nullptr) {
+    enqueue_and_wait(*wide, *wide_kernel, launch, &status);
+  } else {
+    enqueue_and_wait(queue, *launch.kernel, launch, &status);
+  }
+  const int64_t took =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
+          .count();
+  ExecutedKernel& k = *launch.record;
+  k.earlier_ns.store(k.last_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
+  k.last_ns.store(took, std::memory_order_relaxed);
+  k.last_wide.store(wide_kernel != nullptr, std::memory_order_relaxed);
+  // The buffers go (where the loop freed them) before the slot is free.
+  for (uint32_t i = 0; i < launch.nheld; ++i) launch.held[i].reset();
+  launch.nheld = 0;
+  return status;
+}
+
+CompiledKernel* LaunchExecutor::go_wide(PreparedLaunch& launch) {
+  for (uint32_t i = 0; i < launch.nargs; ++i) {
+    const KernelArg& a = launch.args[i];
+    if ((a.kind == ArgKind::kBuffer || a.kind == ArgKind::kConstBuffer) &&
+        launch.wide_buffers[i] == nullptr)
+      return nullptr;
+  }
+  CompiledKernel* kernel = launch.record->wide();
+  if (kernel == nullptr) return nullptr;
+  for (uint32_t i = 0; i < launch.nargs; ++i) {
+    KernelArg& a = launch.args[i];
+    if (a.kind == ArgKind::kBuffer || a.kind == ArgKind::kConstBuffer)
+      a.buffer = launch.wide_buffers[i];
+  }
+  return kernel;
+}
+
+void LaunchExecutor::enqueue_and_wait(Queue& queue, CompiledKernel& kernel, PreparedLaunch& launch,
+                                      absl::Status* status) {
   absl::StatusOr<EventId> event =
-      queue.enqueue_kernel(*launch.kernel, launch.geometry, launch.context,
+      queue.enqueue_kernel(kernel, launch.geometry, launch.context,
                            std::span<const KernelArg>(launch.args.data(), launch.nargs));
   // On a driver that ran the kernel in its enqueue the event has ended;
   // on another this waits for it (launches of one queue run in order).

@@ -15,13 +15,22 @@
 // A hand-over costs a wake-up and a switch between threads per launch:
 // on 2 cores a synchronous launch through a worker took 30 µs instead of
 // 17, and 32 clients made 17k launches/s instead of 26k. So a launch runs
-// on the loop's own thread while the queue's launches are short: nothing
-// waits for the executor and the last launch ran under kLongLaunch. A
-// longer one moves the queue's next launches to the executor, until one of
-// them is short again. Only a queue's first long launch holds the loop
-// (and it is as long as kLongLaunch, or a kernel that starts long).
+// on the loop's own thread unless its kernel's last launch says it is worth
+// the hand-over (wants_executor) or the executor still has launches of the
+// queue to run (they go first). Only a kernel's first long launch holds
+// the loop (and it is as long as kLongLaunch, or a kernel that starts long).
+//
+// Where the worker has a wide device beside it (PoCL's `pthread`, which
+// spreads a kernel's work-groups over every core, on the same memory), the
+// executor runs there the launches of several work-groups of a kernel whose
+// last two launches on one core took kWideWorth (1 ms) or more (a first
+// launch may be long only for the driver's lazy build of the kernel for its
+// work-group size), and keeps them there while a launch's time there times
+// the wide device's cores is still that long. The others keep the driver that runs
+// them without a hand-off to a pool and back.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <chrono>
@@ -37,9 +46,25 @@
 
 namespace kad::server::worker {
 
+// What decides where a kernel's next launch runs: how its last one went,
+// and its build for the wide device, made at its first wide launch.
+class ExecutedKernel {
+ public:
+  virtual ~ExecutedKernel() = default;
+  // Null where it cannot be built there (the launch then stays narrow).
+  virtual CompiledKernel* wide() = 0;
+
+  std::atomic<int64_t> last_ns{0};     // its last launch's time, enqueue to end
+  std::atomic<int64_t> earlier_ns{0};  // the launch's before it
+  std::atomic<bool> last_wide{false};  // whether the last ran on the wide device
+};
+
 // One launch, resolved and ready to run.
 struct PreparedLaunch {
   CompiledKernel* kernel = nullptr;
+  ExecutedKernel* record = nullptr;
+  // The buffers of `args`, as the wide device knows them (null: none).
+  std::array<Buffer*, kMaxKernelArgs> wide_buffers;
   LaunchGeometry geometry;
   LaunchContext context;
   uint32_t nargs = 0;
@@ -52,9 +77,19 @@ struct PreparedLaunch {
 class LaunchExecutor {
  public:
   static constexpr uint64_t kSlots = 64;
-  static constexpr std::chrono::steady_clock::duration kLongLaunch = std::chrono::milliseconds(1);
+  // A kernel whose last launch ran this long runs on the executor.
+  static constexpr int64_t kLongLaunch = 1'000'000;  // ns
+  // And on the wide device too, with several work-groups, if its last two
+  // launches ran this long on one core. Not less: a launch there, however
+  // small, takes some 25-50 µs (a hand-off to PoCL's pool and back), so
+  // that the rule that keeps a kernel there (its time there times the
+  // cores) would keep a kernel that became small.
+  static constexpr int64_t kWideWorth = kLongLaunch;
 
-  LaunchExecutor() : slots_(new PreparedLaunch[kSlots]) {}
+  // `wide_units`: the compute units of the wide device on which run() has
+  // a queue (0: none).
+  explicit LaunchExecutor(uint32_t wide_units)
+      : wide_units_(wide_units), slots_(new PreparedLaunch[kSlots]) {}
   LaunchExecutor(const LaunchExecutor&) = delete;
   LaunchExecutor& operator=(const LaunchExecutor&) = delete;
 
@@ -62,44 +97,66 @@ class LaunchExecutor {
   // sleeps while all kSlots wait); publish() hands it over.
   PreparedLaunch& next_slot();
   void publish();
-  // The request loop: whether the next launch may run on its own thread
-  // (run_here): none waits for the executor, and the last one was short.
-  bool may_run_here() const {
+  // The request loop: whether the launch in the slot from next_slot() may
+  // run on its own thread (run_here): none waits for the executor, and its
+  // kernel's last launch does not want the executor.
+  bool may_run_here(const PreparedLaunch& launch) const {
     return published_.load(std::memory_order_acquire) == done_.load(std::memory_order_acquire) &&
-           !last_long_.load(std::memory_order_relaxed);
+           !wants_executor(launch);
   }
   // The request loop, where may_run_here() said so: runs the launch in the
-  // slot from next_slot() and calls `ended(n, status)` as run() would.
-  template <typename Ended>
-  void run_here(Queue& queue, Ended ended);
+  // slot from next_slot() and reports it as run() does.
+  template <typename Report>
+  void run_here(Queue& queue, Report report);
   // The request loop: no launch follows; the executor ends once it has run
   // those handed over.
   void release();
 
-  // The executor's thread: runs each launch on `queue` in turn and calls
-  // `ended(n, status)` for the n-th (from 1) once it has run, with the
-  // driver's refusal or the kernel's failure, if any. Returns after
-  // release(), once every launch handed over has run.
-  template <typename Ended>
-  void run(Queue& queue, Ended ended);
+  // The executor's thread: runs each launch on `queue`, or on `wide` (the
+  // queue on the wide device) where it gains from every core, in turn; for
+  // the n-th (from 1), once it has run, calls `report.failed(n, status)`
+  // with the driver's refusal or the kernel's failure, if any, then
+  // `report.ended(n)`. Returns after release(), once every launch handed
+  // over has run.
+  template <typename Report>
+  void run(Queue& queue, Queue* wide, Report report);
 
  private:
+  static uint64_t groups(const PreparedLaunch& launch) {
+    return launch.geometry.groups[0] * launch.geometry.groups[1] * launch.geometry.groups[2];
+  }
+  // Whether the launch gains from every core on the wide device.
+  bool worth_wide(const PreparedLaunch& launch) const {
+    if (wide_units_ == 0 || groups(launch) < 2) return false;
+    const ExecutedKernel& k = *launch.record;
+    const int64_t last = k.last_ns.load(std::memory_order_relaxed);
+    if (k.last_wide.load(std::memory_order_relaxed)) return last * wide_units_ >= kWideWorth;
+    return std::min(last, k.earlier_ns.load(std::memory_order_relaxed)) >= kWideWorth;
+  }
+  bool wants_executor(const PreparedLaunch& launch) const {
+    return launch.record->last_ns.load(std::memory_order_relaxed) >= kLongLaunch ||
+           worth_wide(launch);
+  }
   // Sleeps on `word` while it reads `seen`, with `sleeping` set for the
   // other side to wake it.
   static void sleep_on(std::atomic<uint32_t>& word, uint32_t seen, std::atomic<uint32_t>& sleeping);
   static void wake(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sleeping);
-  // Runs `launch`, notes whether it was long, and lets go of its buffers
-  // once `ended` was called.
-  template <typename Ended>
-  void run_one(Queue& queue, PreparedLaunch& launch, uint64_t n, Ended& ended);
-  void enqueue_and_wait(Queue& queue, PreparedLaunch& launch, absl::Status* status);
+  // Runs `launch` (on `wide` if given and it gains), notes how long it
+  // took in its kernel's record, and lets go of its buffers: the slot is
+  // free then. Returns the driver's refusal or the kernel's failure, if any.
+  absl::Status run_one(Queue& queue, Queue* wide, PreparedLaunch& launch);
+  static void enqueue_and_wait(Queue& queue, CompiledKernel& kernel, PreparedLaunch& launch,
+                               absl::Status* status);
+  // The wide device's kernel for `launch`, with its buffers swapped in; null
+  // where it stays on the narrow device.
+  static CompiledKernel* go_wide(PreparedLaunch& launch);
 
+  const int64_t wide_units_;
   std::unique_ptr<PreparedLaunch[]> slots_;
   uint64_t next_ = 0;  // the request loop's count of launches handed over
   std::atomic<uint64_t> published_{0};
   std::atomic<uint64_t> done_{0};
   std::atomic<bool> released_{false};
-  std::atomic<bool> last_long_{false};
   // Futex words (the low bits of the counts) and who sleeps on them.
   std::atomic<uint32_t> published_word_{0};
   std::atomic<uint32_t> done_word_{0};
@@ -107,21 +164,8 @@ class LaunchExecutor {
   std::atomic<uint32_t> loop_sleeping_{0};
 };
 
-template <typename Ended>
-void LaunchExecutor::run_one(Queue& queue, PreparedLaunch& launch, uint64_t n, Ended& ended) {
-  const auto start = std::chrono::steady_clock::now();
-  absl::Status status;
-  enqueue_and_wait(queue, launch, &status);
-  last_long_.store(std::chrono::steady_clock::now() - start >= kLongLaunch,
-                   std::memory_order_relaxed);
-  ended(n, status);
-  // The buffers go (where the loop freed them) before the slot is free.
-  for (uint32_t i = 0; i < launch.nheld; ++i) launch.held[i].reset();
-  launch.nheld = 0;
-}
-
-template <typename Ended>
-void LaunchExecutor::run(Queue& queue, Ended ended) {
+template <typename Report>
+void LaunchExecutor::run(Queue& queue, Queue* wide, Report report) {
   for (;;) {
     const uint32_t seen = published_word_.load(std::memory_order_seq_cst);
     // `published_` first: run_here() stores `done_` before it, so a count
@@ -133,21 +177,28 @@ void LaunchExecutor::run(Queue& queue, Ended ended) {
       sleep_on(published_word_, seen, executor_sleeping_);
       continue;
     }
-    run_one(queue, slots_[done % kSlots], done + 1, ended);
+    const absl::Status status = run_one(queue, wide, slots_[done % kSlots]);
+    // Its failure is noted before the loop may run the next launch, and
+    // the launch is done before its end is reported: a launch the client
+    // sends once it sees this end finds the executor idle (may_run_here).
+    if (!status.ok()) report.failed(done + 1, status);
     done_.store(done + 1, std::memory_order_seq_cst);
     done_word_.store(static_cast<uint32_t>(done + 1), std::memory_order_seq_cst);
     wake(done_word_, loop_sleeping_);
+    report.ended(done + 1);
   }
 }
 
-template <typename Ended>
-void LaunchExecutor::run_here(Queue& queue, Ended ended) {
+template <typename Report>
+void LaunchExecutor::run_here(Queue& queue, Report report) {
   const uint64_t n = next_ + 1;
-  run_one(queue, slots_[next_ % kSlots], n, ended);
+  const absl::Status status = run_one(queue, nullptr, slots_[next_ % kSlots]);
   next_ = n;
   // The executor sleeps (nothing was waiting for it) and need not wake.
   done_.store(n, std::memory_order_seq_cst);
   published_.store(n, std::memory_order_seq_cst);
+  if (!status.ok()) report.failed(n, status);
+  report.ended(n);
 }
 
 }  // namespace kad::server::worker

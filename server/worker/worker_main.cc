@@ -42,11 +42,48 @@ namespace {
 struct ImportedBuffer {
   void* data = MAP_FAILED;
   uint64_t bytes = 0;
-  std::unique_ptr<Buffer> buffer;  // released before the mapping goes
+  std::unique_ptr<Buffer> buffer;       // released before the mapping goes
+  std::unique_ptr<Buffer> wide_buffer;  // the same memory on the wide device, if any
   ~ImportedBuffer() {
+    wide_buffer.reset();
     buffer.reset();
     if (data != MAP_FAILED) munmap(data, bytes);
   }
+};
+
+// A kernel the daemon had this worker load or compile, how its last launch
+// went, and its build for the wide device (launch_executor.h), made from the
+// same request at its first wide launch, on the queue's thread that runs it.
+class LoadedKernel final : public ExecutedKernel {
+ public:
+  LoadedKernel(std::unique_ptr<CompiledKernel> kernel, Device* wide_device,
+               std::optional<OwnedCompileRequest> request)
+      : kernel_(std::move(kernel)), wide_device_(wide_device), request_(std::move(request)) {}
+  CompiledKernel& kernel() { return *kernel_; }
+  CompiledKernel* wide() override {
+    absl::MutexLock lock(&mu_);
+    if (!tried_ && wide_device_ != nullptr && request_) {
+      tried_ = true;
+      absl::StatusOr<std::unique_ptr<CompiledKernel>> built =
+          wide_device_->compile(request_->view());
+      if (built.ok()) {
+        wide_ = *std::move(built);
+      } else {  // it runs on the narrow device, as before
+        std::fprintf(stderr, "kad worker: kernel `%s` stays on one core: %s\n",
+                     request_->signature.entry.c_str(),
+                     std::string(built.status().message()).c_str());
+      }
+    }
+    return wide_.get();
+  }
+
+ private:
+  std::unique_ptr<CompiledKernel> kernel_;
+  Device* wide_device_;
+  std::optional<OwnedCompileRequest> request_;
+  absl::Mutex mu_;
+  bool tried_ ABSL_GUARDED_BY(mu_) = false;
+  std::unique_ptr<CompiledKernel> wide_ ABSL_GUARDED_BY(mu_);
 };
 
 struct WorkerQueueState;
@@ -79,8 +116,9 @@ struct WorkerQueueState {
   std::optional<bool> calls_back;
   // Where the driver runs kernels inside the enqueue: the queue's thread for
   // its long launches, the short ones running on the request loop (instead
-  // of the reaper; launch_executor.h).
+  // of the reaper; launch_executor.h), and its queue on the wide device.
   std::unique_ptr<LaunchExecutor> executor;
+  std::unique_ptr<Queue> wide_queue;
   std::array<LaunchEnd, kRing> ends;
   // The calls may come in any order, from any driver thread: the page
   // learns only what every launch up to it has said.
@@ -185,10 +223,8 @@ void reap(std::shared_ptr<WorkerQueueState> state) {
 // A launch of an executor's queue has run: reported at once.
 struct ReportEnd {
   WorkerQueueState& s;
-  void operator()(uint64_t seq, const absl::Status& status) const {
-    if (!status.ok()) s.note_failure(status, seq);
-    s.page->report(seq);
-  }
+  void failed(uint64_t seq, const absl::Status& status) const { s.note_failure(status, seq); }
+  void ended(uint64_t seq) const { s.page->report(seq); }
 };
 
 // A queue's executor thread: runs its launches and reports each end at once.
@@ -196,15 +232,18 @@ void execute(std::shared_ptr<WorkerQueueState> state) {
   t_kad_service_thread = true;  // kad's own thread, as the allocation tests count
   pthread_setname_np(pthread_self(), "kad-queue");
   WorkerQueueState& s = *state;
-  s.executor->run(*s.queue, ReportEnd{s});
+  s.executor->run(*s.queue, s.wide_queue.get(), ReportEnd{s});
   state.reset();  // the driver's queue goes while its device is still there
   g_live_reapers.fetch_sub(1, std::memory_order_release);
 }
 
 class WorkerServer {
  public:
-  WorkerServer(int fd, Device& device, bool kernels_run_in_enqueue)
-      : connection_(fd), device_(device), kernels_run_in_enqueue_(kernels_run_in_enqueue) {}
+  WorkerServer(int fd, Device& device, bool kernels_run_in_enqueue, Device* wide)
+      : connection_(fd),
+        device_(device),
+        kernels_run_in_enqueue_(kernels_run_in_enqueue),
+        wide_(kernels_run_in_enqueue ? wide : nullptr) {}
 
   int run() {
     MessageReader reader(connection_);
@@ -337,7 +376,18 @@ class WorkerServer {
           auto state = std::make_shared<WorkerQueueState>();
           state->queue = *std::move(q);
           state->page = *std::move(page);
-          if (kernels_run_in_enqueue_) state->executor = std::make_unique<LaunchExecutor>();
+          if (kernels_run_in_enqueue_) {
+            if (wide_ != nullptr) {
+              // None: the queue's launches stay on the narrow device.
+              if (absl::StatusOr<std::unique_ptr<Queue>> w = wide_->create_queue(); w.ok())
+                state->wide_queue = *std::move(w);
+            }
+            state->executor = std::make_unique<LaunchExecutor>(
+                state->wide_queue
+                    ? std::max<uint32_t>(static_cast<uint32_t>(wide_->info().limits.compute_units),
+                                         1)
+                    : 0);
+          }
           // Detached: a reaper inside a launch that never ends must not hold
           // up the request loop when its queue is released.
           g_live_reapers.fetch_add(1, std::memory_order_relaxed);
@@ -401,12 +451,13 @@ class WorkerServer {
       hand_over(state, *k->second);
       return;
     }
+    CompiledKernel& kernel = k->second->kernel();
     const EventId previous =
         seq > 1 ? state.events[(seq - 1) % WorkerQueueState::kRing].load(std::memory_order_relaxed)
                 : 0;
     resolve_args(args_, nullptr);
     absl::StatusOr<EventId> event =
-        state.queue->enqueue_kernel(*k->second, launch_.geometry, launch_.context,
+        state.queue->enqueue_kernel(kernel, launch_.geometry, launch_.context,
                                     std::span<const KernelArg>(args_.data(), launch_.nargs));
     if (!event.ok()) state.note_failure(event.status(), seq);
     // A refused launch waits for what came before it.
@@ -434,16 +485,17 @@ class WorkerServer {
 
   // The launch in launch_ (of `kernel`) to the queue's executor, or run
   // here while its launches are short (launch_executor.h).
-  void hand_over(WorkerQueueState& state, CompiledKernel& kernel) {
+  void hand_over(WorkerQueueState& state, LoadedKernel& kernel) {
     LaunchExecutor& executor = *state.executor;
     PreparedLaunch& p = executor.next_slot();
-    p.kernel = &kernel;
+    p.kernel = &kernel.kernel();
+    p.record = &kernel;
     p.geometry = launch_.geometry;
     p.context = launch_.context;
     p.nargs = launch_.nargs;
     p.nheld = 0;
     resolve_args(p.args, &p);
-    if (executor.may_run_here()) {
+    if (executor.may_run_here(p)) {
       executor.run_here(*state.queue, ReportEnd{state});
     } else {
       executor.publish();
@@ -467,7 +519,10 @@ class WorkerServer {
           _exit(3);
         }
         arg.buffer = b->second->buffer.get();
-        if (held != nullptr) held->held[held->nheld++] = b->second;
+        if (held != nullptr) {
+          held->held[held->nheld++] = b->second;
+          held->wide_buffers[i] = b->second->wide_buffer.get();
+        }
       } else {
         arg.bits = a.value;
       }
@@ -535,6 +590,12 @@ class WorkerServer {
       own_cache.store(code.key(), code.code());
     absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled;
     absl::StatusOr<OwnedCompileRequest> request = from_message(message);
+    // Kept for a build on the wide device, should a launch want it.
+    auto keep = [&](std::unique_ptr<CompiledKernel> kernel) {
+      std::optional<OwnedCompileRequest> again;
+      if (wide_ != nullptr && request.ok()) again = *request;
+      kernels_[id.id] = std::make_unique<LoadedKernel>(std::move(kernel), wide_, std::move(again));
+    };
     uint32_t flags = 0;
     if (!request.ok()) {
       compiled = request.status();
@@ -547,7 +608,7 @@ class WorkerServer {
     }
     if (op == Op::kLoadKernel) {
       absl::Status status = compiled.status();
-      if (compiled.ok()) kernels_[id.id] = *std::move(compiled);
+      if (compiled.ok()) keep(*std::move(compiled));
       return reply(status, status.ok() ? flags : 0);
     }
     wire::CompileReply answer = to_reply(compiled);
@@ -558,7 +619,7 @@ class WorkerServer {
       if (binary.ok()) *answer.mutable_program_binary() = *std::move(binary);
     }
     const std::string out = answer.SerializeAsString();
-    if (compiled.ok()) kernels_[id.id] = *std::move(compiled);
+    if (compiled.ok()) keep(*std::move(compiled));
     return connection_.send(Op::kCompileReply,
                             std::as_bytes(std::span<const char>(out.data(), out.size())));
   }
@@ -577,6 +638,12 @@ class WorkerServer {
         device_.import_host_memory({b->data, r.bytes, -1});
     if (!buffer.ok()) return buffer.status();
     b->buffer = *std::move(buffer);
+    if (wide_ != nullptr) {
+      // None: launches naming it stay on the narrow device.
+      absl::StatusOr<std::unique_ptr<Buffer>> wide =
+          wide_->import_host_memory({b->data, r.bytes, -1});
+      if (wide.ok()) b->wide_buffer = *std::move(wide);
+    }
     buffers_[r.buffer] = std::move(b);
     return absl::OkStatus();
   }
@@ -584,12 +651,13 @@ class WorkerServer {
   Connection connection_;
   Device& device_;
   const bool kernels_run_in_enqueue_;
+  Device* const wide_;  // the wide device beside device_ (launch_executor.h), or null
   static constexpr absl::Duration kSleepCheck = absl::Seconds(5);
   std::unique_ptr<LaunchRing> ring_;  // once kad attached it (kLaunchRing)
   uint64_t messages_read_ = 0;        // since then
   LaunchRecord launch_;
   std::array<KernelArg, kMaxKernelArgs> args_;
-  absl::flat_hash_map<uint64_t, std::unique_ptr<CompiledKernel>> kernels_;
+  absl::flat_hash_map<uint64_t, std::unique_ptr<LoadedKernel>> kernels_;
   // Shared with the launches an executor still holds (launch_executor.h).
   absl::flat_hash_map<uint64_t, std::shared_ptr<ImportedBuffer>> buffers_;
   absl::flat_hash_map<uint64_t, std::shared_ptr<WorkerQueueState>> queues_;
@@ -626,7 +694,7 @@ void harden_worker_process(int fd) {
 }
 
 int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls,
-                 bool kernels_run_in_enqueue) {
+                 bool kernels_run_in_enqueue, Device* wide_device) {
   Connection connection(fd);
   HelloRecord hello{static_cast<int32_t>(getpid()), static_cast<int32_t>(why.code()), walls.walls,
                     walls.landlock_abi};
@@ -638,7 +706,7 @@ int serve_worker(int fd, Device* device, const absl::Status& why, const Confinem
       device == nullptr) {
     return device == nullptr ? 2 : 0;
   }
-  return WorkerServer(fd, *device, kernels_run_in_enqueue).run();
+  return WorkerServer(fd, *device, kernels_run_in_enqueue, wide_device).run();
 }
 
 }  // namespace kad::server::worker

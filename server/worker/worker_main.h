@@ -18,10 +18,11 @@ void harden_worker_process(int fd);
 // Serves the daemon on `fd` with `device` (null: the worker cannot serve,
 // and `why` says so in the hello), telling it the walls it runs behind.
 // `kernels_run_in_enqueue`: the device's driver runs a kernel inside its
-// enqueue (PoCL's basic), so each queue gets a thread that runs its
-// launches (launch_executor.h) and the request loop never waits for one.
+// enqueue (PoCL's basic), so each queue gets a thread for its long launches
+// (launch_executor.h), which runs those of several work-groups on
+// `wide_device` if one is given (PoCL's pthread, on the same memory).
 // Returns the process's exit code.
 int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls,
-                 bool kernels_run_in_enqueue = false);
+                 bool kernels_run_in_enqueue = false, Device* wide_device = nullptr);
 
 }  // namespace kad::server::worker

@@ -63,21 +63,9 @@ WorkerOptions options_on(const std::string& driver) {
   return options;
 }
 
-// The names of a process's threads.
-std::vector<std::string> thread_names(pid_t pid) {
-  std::vector<std::string> names;
-  std::error_code ec;
-  for (const auto& t :
-       std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
-    std::string name;
-    std::getline(std::ifstream(t.path() / "comm"), name);
-    names.push_back(name);
-  }
-  return names;
-}
-
 // Launches `kernel` with `n` loops on a new queue and buffer of `device`,
-// and waits for it.
+// in one work-group (on basic it never goes to the wide device), and waits
+// for it.
 absl::Status launch_and_wait(IsolatedDevice& device, Kernel& kernel, KernelCache& cache,
                              int32_t n) {
   auto queue = device.create_queue();
@@ -85,41 +73,11 @@ absl::Status launch_and_wait(IsolatedDevice& device, Kernel& kernel, KernelCache
   auto buffer = device.allocate(16 * sizeof(float));
   if (!buffer.ok()) return buffer.status();
   const NdRange range{Dims{16}};
+  const Dims one_group{16};
   const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(n)};
-  auto r = launch(kernel, **queue, cache, {&range, nullptr, args});
+  auto r = launch(kernel, **queue, cache, {&range, &one_group, args});
   if (!r.ok()) return r.status();
   return (*queue)->wait(r->event);
-}
-
-TEST(PoclWorkerDriver, OnBasicAWorkerRunsKernelsWithoutAThreadPoolOfPocls) {
-  size_t threads_on_pthread = 0;
-  for (const std::string driver : {"pthread", "basic"}) {
-    // A kernel per driver: a program binary built for one is no binary on
-    // the other (CL_INVALID_BINARY), which the code cache's key keeps apart.
-    std::unique_ptr<Kernel> kernel = slow_kernel();
-    ASSERT_NE(kernel, nullptr);
-    KernelCache cache;
-    WorkerPool pool(options_on(driver));
-    IsolatedDevice device(testing::pocl_device(), pool);
-    // One queue, kept while the threads are counted (its reaper stays).
-    auto queue = device.create_queue();
-    auto buffer = device.allocate(16 * sizeof(float));
-    ASSERT_TRUE(queue.ok() && buffer.ok());
-    const NdRange range{Dims{16}};
-    const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(10)};
-    auto r = launch(*kernel, **queue, cache, {&range, nullptr, args});
-    ASSERT_TRUE(r.ok()) << driver << ": " << r.status();
-    ASSERT_TRUE((*queue)->wait(r->event).ok()) << driver;
-    const size_t threads = thread_names(device.worker_pid()).size();
-    if (driver == "pthread") {
-      threads_on_pthread = threads;
-    } else {
-      // The worker's own: its request loop and its queue's executor.
-      EXPECT_EQ(threads, 2u) << "threads of a worker on basic, " << threads_on_pthread
-                             << " on pthread";
-    }
-  }
-  EXPECT_GT(threads_on_pthread, 2u) << "PoCL's pool on pthread";
 }
 
 // kad's code cache keeps a program binary per driver: one built on
@@ -168,14 +126,15 @@ TEST(PoclWorkerDriver, OnBasicARequestAndAnotherQueuesLaunchAreServedWhileAKerne
   ASSERT_TRUE(queue.ok() && other_queue.ok() && buffer.ok());
   const pid_t worker = device.worker_pid();
   const NdRange range{Dims{16}};
+  const Dims one_group{16};  // on basic: never on the wide device
   // A launch of about 20 ms: the queue's launches are long.
   const KernelArg long_args[] = {KernelArg::of_buffer(**buffer),
                                  KernelArg::of_scalar<int32_t>(std::max(n / 75, 1))};
-  auto warm = launch(*kernel, **queue, cache, {&range, nullptr, long_args});
+  auto warm = launch(*kernel, **queue, cache, {&range, &one_group, long_args});
   ASSERT_TRUE(warm.ok() && (*queue)->wait(warm->event).ok());
   const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(n)};
   const absl::Time start = absl::Now();
-  auto r = launch(*kernel, **queue, cache, {&range, nullptr, args});
+  auto r = launch(*kernel, **queue, cache, {&range, &one_group, args});
   ASSERT_TRUE(r.ok()) << r.status();
   absl::SleepFor(absl::Milliseconds(100));  // the worker is inside the kernel
 
@@ -185,7 +144,7 @@ TEST(PoclWorkerDriver, OnBasicARequestAndAnotherQueuesLaunchAreServedWhileAKerne
   ASSERT_TRUE(second.ok()) << second.status();
   asked = absl::Now();
   const KernelArg short_args[] = {KernelArg::of_buffer(**second), KernelArg::of_scalar<int32_t>(1)};
-  auto s = launch(*kernel, **other_queue, cache, {&range, nullptr, short_args});
+  auto s = launch(*kernel, **other_queue, cache, {&range, &one_group, short_args});
   ASSERT_TRUE(s.ok()) << s.status();
   ASSERT_TRUE((*other_queue)->wait(s->event).ok());
   const absl::Duration other_queue_after = absl::Now() - asked;
@@ -203,10 +162,15 @@ TEST(PoclWorkerDriver, OnBasicARequestAndAnotherQueuesLaunchAreServedWhileAKerne
   EXPECT_GT(kernel_ran, absl::Seconds(1)) << "the kernel was too short to tell";
 }
 
-// CPU time a thread of `pid` has used (user and system).
-absl::Duration cpu_time(pid_t pid, pid_t tid) {
-  std::ifstream in(absl::StrCat("/proc/", pid, "/task/", tid, "/stat"));
+// CPU time (user and system) in a /proc stat file: of a thread
+// (/proc/PID/task/TID/stat) or of a whole process (/proc/PID/stat).
+absl::Duration cpu_time_in(const std::string& stat_path) {
+  std::ifstream in(stat_path);
   std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (stat.rfind(')') == std::string::npos) {
+    ADD_FAILURE() << "no " << stat_path << " (the worker ended?)";
+    return absl::ZeroDuration();
+  }
   // Fields after the name (which may hold spaces) from the state on: utime
   // and stime are the 12th and 13th.
   std::istringstream rest(stat.substr(stat.rfind(')') + 2));
@@ -218,6 +182,10 @@ absl::Duration cpu_time(pid_t pid, pid_t tid) {
   }
   return absl::Seconds(static_cast<double>(utime + stime) / sysconf(_SC_CLK_TCK));
 }
+absl::Duration cpu_time(pid_t pid, pid_t tid) {
+  return cpu_time_in(absl::StrCat("/proc/", pid, "/task/", tid, "/stat"));
+}
+absl::Duration cpu_time(pid_t pid) { return cpu_time_in(absl::StrCat("/proc/", pid, "/stat")); }
 
 // The thread of `pid` named `name` (0 if none).
 pid_t thread_named(pid_t pid, const std::string& name) {
@@ -231,48 +199,129 @@ pid_t thread_named(pid_t pid, const std::string& name) {
   return 0;
 }
 
+// Where launches of about 300 ms ran in a worker, by CPU time: its request
+// loop (the main thread), the queue's own thread, or PoCL's pool of the
+// wide device.
+struct WhereItRan {
+  absl::Duration loop, queue, pool;
+  std::string where() const {
+    const absl::Duration most = std::max({loop, queue, pool});
+    if (most < absl::Milliseconds(50)) return "nowhere";
+    if (most == loop && loop > 2 * (queue + pool)) return "loop";
+    if (most == queue && queue > 2 * (loop + pool)) return "queue";
+    if (most == pool && pool > 2 * (loop + queue)) return "pool";
+    return absl::StrCat("mixed: loop ", absl::FormatDuration(loop), ", queue ",
+                        absl::FormatDuration(queue), ", pool ", absl::FormatDuration(pool));
+  }
+};
+
+// A queue and a buffer of a session in a worker on `driver`, and a slow_kernel().
+class QueueInWorker {
+ public:
+  explicit QueueInWorker(const std::string& driver = "basic")
+      : pool_(options_on(driver)), device_(testing::pocl_device(), pool_) {}
+  // A queue and a buffer; `n` loops of about `seconds` (0 on failure).
+  int32_t start(double seconds) {
+    kernel_ = slow_kernel();
+    if (kernel_ == nullptr) return 0;
+    const int32_t n = loops_for(device_, *kernel_, cache_, seconds);
+    auto queue = device_.create_queue();
+    auto buffer = device_.allocate(kItems * sizeof(float));
+    if (!queue.ok() || !buffer.ok()) return 0;
+    queue_ = *std::move(queue);
+    buffer_ = *std::move(buffer);
+    worker_ = device_.worker_pid();
+    return n;
+  }
+  // `loops` on each of kItems items, in work-groups of `group` items.
+  void run(int32_t loops, uint64_t group = kItems) {
+    const NdRange range{Dims{kItems}};
+    const Dims workgroup{static_cast<int64_t>(group)};
+    const KernelArg args[] = {KernelArg::of_buffer(*buffer_), KernelArg::of_scalar<int32_t>(loops)};
+    auto r = launch(*kernel_, *queue_, cache_, {&range, &workgroup, args});
+    EXPECT_TRUE(r.ok() && queue_->wait(r->event).ok()) << loops << " loops";
+  }
+  WhereItRan ran(int32_t loops, uint64_t group = kItems) { return ran_many(loops, 1, group); }
+  // `times` launches, one after the other.
+  WhereItRan ran_many(int32_t loops, int times, uint64_t group = kItems) {
+    const pid_t executor = thread_named(worker_, "kad-queue");
+    const absl::Duration loop = cpu_time(worker_, worker_);
+    const absl::Duration queue = executor != 0 ? cpu_time(worker_, executor) : absl::ZeroDuration();
+    const absl::Duration all = cpu_time(worker_);
+    for (int i = 0; i < times; ++i) run(loops, group);
+    WhereItRan out;
+    out.loop = cpu_time(worker_, worker_) - loop;
+    out.queue = executor != 0 ? cpu_time(worker_, executor) - queue : absl::ZeroDuration();
+    out.pool = cpu_time(worker_) - all - out.loop - out.queue;
+    return out;
+  }
+
+  static constexpr uint64_t kItems = 16;
+
+ private:
+  WorkerPool pool_;
+  IsolatedDevice device_;
+  KernelCache cache_;
+  std::unique_ptr<Kernel> kernel_;
+  std::unique_ptr<Queue> queue_;
+  std::unique_ptr<Buffer> buffer_;
+  pid_t worker_ = 0;
+};
+
 // Where a queue's launches run on basic: on the worker's request loop (its
 // main thread) while they are short; after a long one, on the queue's own
-// thread; after a short one there, on the loop's again. Seen by each
-// thread's CPU time over launches of about 300 ms.
+// thread (one work-group: one core on either driver); after a short one
+// there, on the loop's again.
 TEST(PoclWorkerDriver, OnBasicAQueueRunsLaunchesOnTheLoopsThreadUntilOneIsLong) {
-  WorkerPool pool(options_on("basic"));
-  IsolatedDevice device(testing::pocl_device(), pool);
-  std::unique_ptr<Kernel> kernel = slow_kernel();
-  ASSERT_NE(kernel, nullptr);
-  KernelCache cache;
-  const int32_t n = loops_for(device, *kernel, cache, 0.3);
+  QueueInWorker q;
+  const int32_t n = q.start(0.3);
   ASSERT_GT(n, 0);
-  auto queue = device.create_queue();
-  auto buffer = device.allocate(16 * sizeof(float));
-  ASSERT_TRUE(queue.ok() && buffer.ok());
-  const pid_t worker = device.worker_pid();
-  const NdRange range{Dims{16}};
-  auto run = [&](int32_t loops) {
-    const KernelArg args[] = {KernelArg::of_buffer(**buffer), KernelArg::of_scalar<int32_t>(loops)};
-    auto r = launch(*kernel, **queue, cache, {&range, nullptr, args});
-    EXPECT_TRUE(r.ok() && (*queue)->wait(r->event).ok()) << loops << " loops";
-  };
-  run(1);
-  const pid_t executor = thread_named(worker, "kad-queue");
-  ASSERT_NE(executor, 0) << "no executor thread in the worker";
-  // Which thread ran a launch of n loops: the one whose CPU time grew by
-  // most of it.
-  auto ran_on = [&] {
-    const absl::Duration loop_before = cpu_time(worker, worker);
-    const absl::Duration queue_before = cpu_time(worker, executor);
-    run(n);
-    const absl::Duration on_loop = cpu_time(worker, worker) - loop_before;
-    const absl::Duration on_queue = cpu_time(worker, executor) - queue_before;
-    if (on_loop > 2 * on_queue + absl::Milliseconds(50)) return std::string("loop");
-    if (on_queue > 2 * on_loop + absl::Milliseconds(50)) return std::string("queue");
-    return absl::StrCat("neither (loop ", absl::FormatDuration(on_loop), ", queue ",
-                        absl::FormatDuration(on_queue), ")");
-  };
-  EXPECT_EQ(ran_on(), "loop") << "the first long launch, after short ones";
-  EXPECT_EQ(ran_on(), "queue") << "a launch after a long one";
-  run(1);  // short, on the queue's thread
-  EXPECT_EQ(ran_on(), "loop") << "a launch after a short one";
+  q.run(1);
+  EXPECT_EQ(q.ran(n).where(), "loop") << "the first long launch, after short ones";
+  EXPECT_EQ(q.ran(n).where(), "queue") << "a launch after a long one";
+  q.run(1);  // short, on the queue's thread
+  EXPECT_EQ(q.ran(n).where(), "loop") << "a launch after a short one";
+}
+
+// On basic, the launches of several work-groups of a kernel whose last two
+// launches were long run on PoCL's pthread driver beside it (the wide
+// device), whose pool spreads them over every core; a launch of one
+// work-group, and one after a short launch, do not.
+TEST(PoclWorkerDriver, OnBasicALongKernelsLaunchesOfSeveralWorkGroupsRunOnPoclsPool) {
+  QueueInWorker q;
+  const int32_t n = q.start(0.3);
+  ASSERT_GT(n, 0);
+  q.run(1);  // short, of one work-group: the kernel's launches are short
+  EXPECT_EQ(q.ran(n, 1).where(), "loop") << "the first long launch";
+  EXPECT_EQ(q.ran(n, 1).where(), "queue") << "the second, on one core still";
+  // The first launch on the wide device builds the kernel for it there,
+  // on the queue's thread. PoCL's pthread build of this kernel is several
+  // times faster than its basic one (more than the cores): ten times the
+  // loops.
+  const WhereItRan first_wide = q.ran(10 * n, 1);
+  EXPECT_GT(first_wide.pool, absl::Milliseconds(50)) << first_wide.where();
+  EXPECT_EQ(q.ran(10 * n, 1).where(), "pool") << "16 work-groups after two long launches";
+  EXPECT_EQ(q.ran(n).where(), "queue") << "a launch of one work-group after a long one";
+  q.run(1);  // short, of one work-group: back to the loop
+  EXPECT_EQ(q.ran(n, 1).where(), "loop") << "a launch after a short one";
+}
+
+// Short launches on basic run on the worker's request loop, not on a pool
+// of PoCL's threads as on pthread (a hand-off and a wake-up there and back
+// per launch): of 16 work-groups here, after a long launch of the kernel
+// (the calibration's) too.
+TEST(PoclWorkerDriver, OnBasicShortLaunchesRunWithoutPoclsPool) {
+  for (const std::string driver : {"pthread", "basic"}) {
+    QueueInWorker q(driver);
+    ASSERT_GT(q.start(0.001), 0) << driver;
+    absl::Duration pool;
+    for (int round = 0; round < 4; ++round) pool += q.ran_many(1, 1000, 1).pool;
+    if (driver == "pthread") {
+      EXPECT_GT(pool, absl::Milliseconds(20)) << "PoCL's pool on pthread, 4000 launches";
+    } else {
+      EXPECT_LT(pool, absl::Milliseconds(20)) << "PoCL's pool on basic, 4000 short launches";
+    }
+  }
 }
 
 // A kernel that never ends, on basic, and launches behind it on its queue

@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   }
   if (fd < 0) return 2;
   if (on_basic) {  // as server/main.cc does
-    setenv("POCL_DEVICES", "basic", 1);
+    setenv("POCL_DEVICES", "basic pthread", 1);
     device_id = "opencl:pocl:0";
   }
   kad::server::worker::harden_worker_process(fd);
@@ -47,7 +47,8 @@ int main(int argc, char** argv) {
   const absl::Status why = device != nullptr ? absl::OkStatus() : absl::NotFoundError(device_id);
   const kad::testing::AllocCounter counter;
   // Not confined: it writes its report where the test reads it.
-  const int code = kad::server::worker::serve_worker(3, device, why, {}, on_basic);
+  kad::Device* wide = on_basic ? registry.find("opencl:pocl:1") : nullptr;
+  const int code = kad::server::worker::serve_worker(3, device, why, {}, on_basic, wide);
   // The executors are kad's service threads (t_kad_service_thread).
   const kad::testing::AllocCounts counts = counter.counts();
   const uint64_t allocs = counts.kad_allocs + counts.service_allocs;
