@@ -114,6 +114,23 @@ class WorkerAllocations : public ::testing::Test {
     return out;
   }
 
+  // Sessions of `few` and of `many` warm launches (of kSlowAffineKernel
+  // with `loops`, if any) leave the same count in the worker and none in the
+  // daemon. Two sessions before the counted ones: the cache holds the
+  // kernel, and lazily made state (PoCL's, the allocator's) is in place in
+  // the daemon.
+  void expect_no_allocation_per_launch(int few, int many, int32_t loops = 0) {
+    session(10, loops);
+    session(10, loops);
+    const SessionCounts a = session(few, loops);
+    const SessionCounts b = session(many, loops);
+    EXPECT_EQ(a.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
+    EXPECT_EQ(b.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
+    EXPECT_GT(a.worker_allocs, 0u) << "the worker's count sees its set-up";
+    EXPECT_EQ(b.worker_allocs, a.worker_allocs)
+        << many - few << " more warm launches (" << loops << " loops) allocated in the worker";
+  }
+
   std::string report_;
   std::unique_ptr<WorkerPool> pool_;
   KernelCache cache_;
@@ -121,39 +138,18 @@ class WorkerAllocations : public ::testing::Test {
 
 TEST_F(WorkerAllocations, AWarmLaunchAllocatesNothingInTheDaemonOrTheWorker) {
   start_workers("pthread");
-  // Two sessions before the counted ones: the cache holds the kernel, and
-  // lazily made state (PoCL's, the allocator's) is in place in the daemon.
-  session(10);
-  session(10);
-  const SessionCounts few = session(100);
-  const SessionCounts many = session(400);
-  EXPECT_EQ(few.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
-  EXPECT_EQ(many.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
-  EXPECT_GT(few.worker_allocs, 0u) << "the worker's count sees its set-up";
-  EXPECT_EQ(many.worker_allocs, few.worker_allocs)
-      << "300 more warm launches allocated in the worker";
+  expect_no_allocation_per_launch(100, 400);
 }
 
 // On PoCL's basic driver a queue's short launches run on the worker's
-// request loop, its long ones on the queue's own thread (launch_executor.h):
-// neither allocates per launch.
+// request loop, its long ones on the queue's own thread, and on pthread
+// beside it with several work-groups (launch_executor.h): none allocates
+// per launch.
 TEST_F(WorkerAllocations, AWarmLaunchOnPoclsBasicDriverAllocatesNothingInTheWorker) {
   start_workers("basic");
-  session(10);
-  session(10);
-  const SessionCounts few = session(100);
-  const SessionCounts many = session(400);
-  EXPECT_EQ(many.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
-  EXPECT_GT(few.worker_allocs, 0u) << "the worker's count sees its set-up";
-  EXPECT_EQ(many.worker_allocs, few.worker_allocs)
-      << "300 more warm short launches allocated in the worker";
+  expect_no_allocation_per_launch(100, 400);
   // Launches of a few ms each (4000 loops for each of 1024 items).
-  session(10, 4000);
-  const SessionCounts few_long = session(20, 4000);
-  const SessionCounts many_long = session(80, 4000);
-  EXPECT_EQ(many_long.daemon_allocs, 0u) << "the daemon's side of a worker launch allocated";
-  EXPECT_EQ(many_long.worker_allocs, few_long.worker_allocs)
-      << "60 more warm long launches allocated in the worker or its queue's thread";
+  expect_no_allocation_per_launch(20, 80, 4000);
 }
 
 }  // namespace
