@@ -13,6 +13,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server::worker {
@@ -24,7 +25,6 @@ constexpr char kStagingPrefix[] = "kad-starting-";
 
 struct Root {
   std::string path;
-  absl::Status status;
   // At exit the workers' folders are gone (each with its worker), and the
   // root goes too; if one is left, the next kad removes it all.
   ~Root() {
@@ -32,12 +32,12 @@ struct Root {
   }
 };
 
-Root make_root() {
+absl::StatusOr<std::string> make_root() {
   std::error_code ec;
   const std::filesystem::path tmp = std::filesystem::temp_directory_path(ec);
   if (ec) {
-    return {"", absl::UnavailableError(
-                    absl::StrFormat("no folder for temporary files: %s", ec.message()))};
+    return absl::UnavailableError(
+        absl::StrFormat("no folder for temporary files: %s", ec.message()));
   }
   if (const int removed = remove_stale_workers_roots(tmp.string()); removed > 0) {
     spdlog::info("removed the workers' folders of {} kad(s) that were killed, under {}", removed,
@@ -45,8 +45,8 @@ Root make_root() {
   }
   std::string staging = (tmp / absl::StrCat(kStagingPrefix, "XXXXXX")).string();
   if (mkdtemp(staging.data()) == nullptr) {
-    return {"", absl::UnavailableError(
-                    absl::StrFormat("cannot make a folder %s: %s", staging, std::strerror(errno)))};
+    return absl::UnavailableError(
+        absl::StrFormat("cannot make a folder %s: %s", staging, std::strerror(errno)));
   }
   // Held for the process's life (never closed): its lock says this kad
   // lives. Close-on-exec: no worker inherits it.
@@ -57,8 +57,8 @@ Root make_root() {
     const int error = errno;
     if (fd >= 0) close(fd);
     std::filesystem::remove(staging, ec);
-    return {"", absl::UnavailableError(absl::StrFormat("cannot lock the folder %s: %s", staging,
-                                                       std::strerror(error)))};
+    return absl::UnavailableError(
+        absl::StrFormat("cannot lock the folder %s: %s", staging, std::strerror(error)));
   }
   const std::string suffix = staging.substr(staging.size() - 6);
   const std::string root = (tmp / absl::StrCat(kRootPrefix, suffix)).string();
@@ -66,10 +66,10 @@ Root make_root() {
     const int error = errno;
     close(fd);
     std::filesystem::remove(staging, ec);
-    return {"", absl::UnavailableError(
-                    absl::StrFormat("cannot name the folder %s: %s", root, std::strerror(error)))};
+    return absl::UnavailableError(
+        absl::StrFormat("cannot name the folder %s: %s", root, std::strerror(error)));
   }
-  return {root, absl::OkStatus()};
+  return root;
 }
 
 }  // namespace
@@ -96,8 +96,16 @@ int remove_stale_workers_roots(const std::string& tmp) {
 }
 
 absl::StatusOr<std::string> workers_root() {
-  static const Root root = make_root();
-  if (!root.status.ok()) return root.status;
+  // Made once; a failure (a full disk, say) is tried again at the next
+  // worker's start rather than kept for the process's life.
+  static absl::Mutex mu(absl::kConstInit);
+  static Root root;  // removed at exit
+  absl::MutexLock lock(&mu);
+  if (root.path.empty()) {
+    absl::StatusOr<std::string> made = make_root();
+    if (!made.ok()) return made.status();
+    root.path = *std::move(made);
+  }
   return root.path;
 }
 
