@@ -79,6 +79,10 @@ absl::StatusOr<std::vector<KernelParameter>> reflect_parameters(const OpenClDevi
 absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& device,
                                                                   const CompileRequest& request,
                                                                   ProgramInput input) {
+  // A build is the driver's work (LLVM's, in PoCL): its allocations, which
+  // vary by a few from one build to the next, are the driver's; kad's own
+  // here are per kernel, never per launch.
+  DriverScope driver;
   const OpenClApi& api = device.api();
   const KernelSignature& sig = request.signature;
   std::unique_ptr<OpenClKernel> k(new OpenClKernel(device, sig.entry));

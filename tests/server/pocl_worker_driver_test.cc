@@ -1,10 +1,12 @@
 // --pocl-worker-driver: PoCL's CPU device in workers on PoCL's `basic`
-// driver runs each kernel in the worker's own thread, inside the enqueue,
-// where `pthread` hands it to a pool of PoCL's threads. That thread is the
-// queue's executor (launch_executor.h): the worker's requests and its other
-// queues go on while a kernel runs. A request behind a queue whose launches
-// fill every slot waits for the kernel in progress: kad must not take that
-// worker for one that stopped answering.
+// driver runs each kernel in a thread of the worker, inside the enqueue,
+// where `pthread` hands it to a pool of PoCL's threads. Short launches run
+// on the worker's request loop; a long kernel's on its queue's own thread
+// (launch_executor.h), so that the worker's requests and its other queues
+// go on while it runs, and with several work-groups on PoCL's pthread pool
+// beside basic. A request behind a queue whose launches fill every slot
+// waits for the kernel in progress: kad must not take that worker for one
+// that stopped answering.
 #include <sys/types.h>
 
 #include <cstdint>
@@ -187,16 +189,17 @@ absl::Duration cpu_time(pid_t pid, pid_t tid) {
 }
 absl::Duration cpu_time(pid_t pid) { return cpu_time_in(absl::StrCat("/proc/", pid, "/stat")); }
 
-// The thread of `pid` named `name` (0 if none).
-pid_t thread_named(pid_t pid, const std::string& name) {
+// The threads of `pid` named `name`.
+std::vector<pid_t> threads_named(pid_t pid, const std::string& name) {
+  std::vector<pid_t> out;
   std::error_code ec;
   for (const auto& t :
        std::filesystem::directory_iterator(absl::StrCat("/proc/", pid, "/task"), ec)) {
     std::string comm;
     std::getline(std::ifstream(t.path() / "comm"), comm);
-    if (comm == name) return std::stoi(t.path().filename().string());
+    if (comm == name) out.push_back(std::stoi(t.path().filename().string()));
   }
-  return 0;
+  return out;
 }
 
 // Where launches of about 300 ms ran in a worker, by CPU time: its request
@@ -219,7 +222,7 @@ struct WhereItRan {
 class QueueInWorker {
  public:
   explicit QueueInWorker(const std::string& driver = "basic")
-      : pool_(options_on(driver)), device_(testing::pocl_device(), pool_) {}
+      : driver_(driver), pool_(options_on(driver)), device_(testing::pocl_device(), pool_) {}
   // A queue and a buffer; `n` loops of about `seconds` (0 on failure).
   int32_t start(double seconds) {
     kernel_ = slow_kernel();
@@ -231,6 +234,14 @@ class QueueInWorker {
     queue_ = *std::move(queue);
     buffer_ = *std::move(buffer);
     worker_ = device_.worker_pid();
+    if (driver_ != "basic") return n;  // queues have no thread of their own
+    // The threads of the calibration's queues, released, end soon: then
+    // this queue's is the worker's only one.
+    for (int i = 0; i < 200 && threads_named(worker_, "kad-queue").size() != 1; ++i)
+      absl::SleepFor(absl::Milliseconds(10));
+    const std::vector<pid_t> executors = threads_named(worker_, "kad-queue");
+    if (executors.size() != 1) return 0;
+    executor_ = executors[0];
     return n;
   }
   // `loops` on each of kItems items, in work-groups of `group` items.
@@ -244,7 +255,7 @@ class QueueInWorker {
   WhereItRan ran(int32_t loops, uint64_t group = kItems) { return ran_many(loops, 1, group); }
   // `times` launches, one after the other.
   WhereItRan ran_many(int32_t loops, int times, uint64_t group = kItems) {
-    const pid_t executor = thread_named(worker_, "kad-queue");
+    const pid_t executor = executor_;
     const absl::Duration loop = cpu_time(worker_, worker_);
     const absl::Duration queue = executor != 0 ? cpu_time(worker_, executor) : absl::ZeroDuration();
     const absl::Duration all = cpu_time(worker_);
@@ -259,6 +270,7 @@ class QueueInWorker {
   static constexpr uint64_t kItems = 16;
 
  private:
+  std::string driver_;
   WorkerPool pool_;
   IsolatedDevice device_;
   KernelCache cache_;
@@ -266,6 +278,7 @@ class QueueInWorker {
   std::unique_ptr<Queue> queue_;
   std::unique_ptr<Buffer> buffer_;
   pid_t worker_ = 0;
+  pid_t executor_ = 0;  // the queue's thread in the worker
 };
 
 // Where a queue's launches run on basic: on the worker's request loop (its
