@@ -214,8 +214,9 @@ int serve(Config config) {
     kad::server::worker::set_pocl_worker_driver(w, config.pocl_worker_driver);
     if (w.kernels_hold_requests) {
       spdlog::info(
-          "PoCL's kernels run on PoCL's basic driver in their workers' own threads: one core per "
-          "queue of a session (--pocl-worker-driver)");
+          "PoCL's kernels run on PoCL's basic driver in their workers' own threads, and those of "
+          "1 ms or more with several work-groups on its pthread driver beside it "
+          "(--pocl-worker-driver)");
     }
     spdlog::info(
         "client kernels on CPU devices run in worker processes, one per session; "

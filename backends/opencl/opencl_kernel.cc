@@ -132,6 +132,7 @@ absl::StatusOr<std::unique_ptr<OpenClKernel>> OpenClKernel::build(OpenClDevice& 
     absl::MutexLock lock(&k->handles_mu_);
     k->handles_.push_back(std::make_unique<Lease::Handle>());
     k->handles_.back()->kernel = k->kernel_;
+    k->first_ = k->handles_.back().get();
   }
   absl::StatusOr<std::vector<KernelParameter>> parameters =
       reflect_parameters(device, k->kernel_, sig.entry);
@@ -190,7 +191,8 @@ OpenClKernel::Lease::~Lease() {
 cl_kernel OpenClKernel::Lease::get() const { return handle_->kernel; }
 
 absl::StatusOr<OpenClKernel::Lease> OpenClKernel::lease() {
-  Lease::Handle* first = nullptr;
+  // The warm launch: the first handle, free, without the list's lock.
+  if (first_->in_use.TryLock()) return Lease(first_);
   {
     absl::MutexLock lock(&handles_mu_);
     for (const auto& h : handles_) {
@@ -206,10 +208,9 @@ absl::StatusOr<OpenClKernel::Lease> OpenClKernel::lease() {
       handles_.back()->in_use.Lock();
       return Lease(handles_.back().get());
     }
-    first = handles_.front().get();
   }
-  first->in_use.Lock();
-  return Lease(first);
+  first_->in_use.Lock();
+  return Lease(first_);
 }
 
 OpenClKernel::~OpenClKernel() {

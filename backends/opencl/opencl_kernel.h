@@ -76,7 +76,9 @@ class OpenClKernel final : public CompiledKernel {
   cl_kernel kernel_ = nullptr;
   KernelLimits limits_;
   std::vector<KernelParameter> parameters_;  // as the driver reports them
-  // handles_[0] holds kernel_; the rest are made as launches overlap.
+  // handles_[0] holds kernel_ (first_, fixed once built); the rest are
+  // made as launches overlap.
+  Lease::Handle* first_ = nullptr;
   absl::Mutex handles_mu_;
   std::vector<std::unique_ptr<Lease::Handle>> handles_ ABSL_GUARDED_BY(handles_mu_);
 };
