@@ -166,11 +166,11 @@ ParseOutcome parse_config(int argc, char** argv) {
                "session's first launch of each kernel and size) rather than run the generic one "
                "every worker loads: faster kernels with barriers or local memory");
   app.add_option("--pocl-worker-driver", c.pocl_worker_driver,
-                 "PoCL's driver in workers: `pthread` (a pool of PoCL's threads runs each kernel "
-                 "on every core) or `basic` (the worker's own threads run small kernels without a "
-                 "hand-off: several times the launches per second; a kernel whose launches take "
-                 "1 ms or more on one core runs on a thread of its queue's own and, with several "
-                 "work-groups, on pthread's pool beside it)")
+                 "PoCL's driver in workers: `basic` (the worker's own threads run kernels without "
+                 "a hand-off to a pool: several times the launches per second; a kernel whose "
+                 "launches take 1 ms or more runs on a thread of its queue's own, and one of "
+                 "several work-groups measured faster on every core on pthread's pool beside it) "
+                 "or `pthread` (a pool of PoCL's threads runs every kernel on every core)")
       ->check(CLI::IsMember({"pthread", "basic"}));
   app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
   app.add_option("--worker-device", c.worker_device)->group("");

@@ -51,11 +51,12 @@ struct Config {
   // running the program binary's generic one: faster kernels that use
   // barriers or local memory, slower first launches.
   bool worker_specialize = false;
-  // PoCL's driver in workers: `pthread` (PoCL's pool of threads runs each
-  // kernel, on every core) or `basic` (the worker's own thread runs it, in
-  // the enqueue: no hand-off to a pool and back per launch, one core per
-  // session; bench/results/2026-12-03-pocl-basic-driver-experiment).
-  std::string pocl_worker_driver = "pthread";
+  // PoCL's driver in workers: `basic` (the worker's own threads run each
+  // kernel, in the enqueue: no hand-off to a pool and back per launch; a
+  // kernel measured faster on every core runs on `pthread` beside it;
+  // wide_choice.h) or `pthread` (PoCL's pool of threads runs every kernel,
+  // on every core).
+  std::string pocl_worker_driver = worker::kDefaultPoclWorkerDriver;
   // Set when this process is a worker: `kad --worker-fd 3 --worker-device ID`.
   int worker_fd = -1;
   std::string worker_device;

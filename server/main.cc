@@ -215,7 +215,7 @@ int serve(Config config) {
     if (w.kernels_hold_requests) {
       spdlog::info(
           "PoCL's kernels run on PoCL's basic driver in their workers' own threads, and those of "
-          "1 ms or more with several work-groups on its pthread driver beside it "
+          "several work-groups measured faster on every core on its pthread driver beside it "
           "(--pocl-worker-driver)");
     }
     spdlog::info(

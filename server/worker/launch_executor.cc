@@ -1,5 +1,7 @@
 #include "server/worker/launch_executor.h"
 
+#include <time.h>
+
 #include <span>
 
 #include "kad/shm/v1/ring.h"
@@ -41,10 +43,20 @@ void LaunchExecutor::wake(std::atomic<uint32_t>& word, std::atomic<uint32_t>& sl
   if (sleeping.load(std::memory_order_seq_cst) != 0) shm::v1::futex_wake(&word);
 }
 
+int64_t LaunchExecutor::thread_cpu_ns() {
+  timespec t{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+  return int64_t{t.tv_sec} * 1'000'000'000 + t.tv_nsec;
+}
+
 absl::Status LaunchExecutor::run_one(Queue& queue, Queue* wide, PreparedLaunch& launch) {
   absl::Status status;
-  // Its build for the wide device (the first time) does not count.
-  CompiledKernel* wide_kernel = wide != nullptr && worth_wide(launch) ? go_wide(launch) : nullptr;
+  CompiledKernel* wide_kernel = wide != nullptr && runs_wide(launch) ? go_wide(launch) : nullptr;
+  ExecutedKernel& k = *launch.record;
+  // On the narrow device the kernel runs in this thread (wide_choice.h).
+  const bool cpu_timed =
+      wide_kernel == nullptr && wide_units_ != 0 && k.wide_choice.wants_cpu_time(groups(launch));
+  const int64_t cpu_start = cpu_timed ? thread_cpu_ns() : 0;
   const auto start = std::chrono::steady_clock::now();
   if (wide_kernel != nullptr) {
     enqueue_and_wait(*wide, *wide_kernel, launch, &status);
@@ -54,10 +66,10 @@ absl::Status LaunchExecutor::run_one(Queue& queue, Queue* wide, PreparedLaunch& 
   const int64_t took =
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
-  ExecutedKernel& k = *launch.record;
-  k.earlier_ns.store(k.last_ns.load(std::memory_order_relaxed), std::memory_order_relaxed);
   k.last_ns.store(took, std::memory_order_relaxed);
-  k.last_wide.store(wide_kernel != nullptr, std::memory_order_relaxed);
+  if (wide_units_ != 0)
+    k.wide_choice.note(wide_kernel != nullptr, groups(launch), items(launch), took,
+                       cpu_timed ? thread_cpu_ns() - cpu_start : -1);
   // The buffers go (where the loop freed them) before the slot is free.
   for (uint32_t i = 0; i < launch.nheld; ++i) launch.held[i].reset();
   launch.nheld = 0;

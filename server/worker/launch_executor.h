@@ -22,12 +22,10 @@
 //
 // Where the worker has a wide device beside it (PoCL's `pthread`, which
 // spreads a kernel's work-groups over every core, on the same memory), the
-// executor runs there the launches of several work-groups of a kernel whose
-// last two launches on one core took kWideWorth (1 ms) or more (a first
-// launch may be long only for the driver's lazy build of the kernel for its
-// work-group size), and keeps them there while a launch's time there times
-// the wide device's cores is still that long. The others keep the driver that runs
-// them without a hand-off to a pool and back.
+// executor runs there the launches of several work-groups of a kernel that
+// measured faster there, and now and then tries the other device again
+// (wide_choice.h). The others keep the driver that runs them without a
+// hand-off to a pool and back.
 #pragma once
 
 #include <algorithm>
@@ -43,20 +41,21 @@
 #include "core/launch_context.h"
 #include "core/launch_geometry.h"
 #include "core/launch_request.h"
+#include "server/worker/wide_choice.h"
 
 namespace kad::server::worker {
 
 // What decides where a kernel's next launch runs: how its last one went,
-// and its build for the wide device, made at its first wide launch.
+// and its build for the wide device, made when it first wants to go there.
 class ExecutedKernel {
  public:
   virtual ~ExecutedKernel() = default;
-  // Null where it cannot be built there (the launch then stays narrow).
+  // Null while it is being built, away from the launches (they stay narrow
+  // meanwhile), and where it cannot be built (wide_choice is then ruled out).
   virtual CompiledKernel* wide() = 0;
 
-  std::atomic<int64_t> last_ns{0};     // its last launch's time, enqueue to end
-  std::atomic<int64_t> earlier_ns{0};  // the launch's before it
-  std::atomic<bool> last_wide{false};  // whether the last ran on the wide device
+  std::atomic<int64_t> last_ns{0};  // its last launch's time, enqueue to end
+  WideChoice wide_choice;           // for its launches of several work-groups
 };
 
 // One launch, resolved and ready to run.
@@ -79,12 +78,6 @@ class LaunchExecutor {
   static constexpr uint64_t kSlots = 64;
   // A kernel whose last launch ran this long runs on the executor.
   static constexpr int64_t kLongLaunch = 1'000'000;  // ns
-  // And on the wide device too, with several work-groups, if its last two
-  // launches ran this long on one core. Not less: a launch there, however
-  // small, takes some 25-50 µs (a hand-off to PoCL's pool and back), so
-  // that the rule that keeps a kernel there (its time there times the
-  // cores) would keep a kernel that became small.
-  static constexpr int64_t kWideWorth = kLongLaunch;
 
   // `wide_units`: the compute units of the wide device on which run() has
   // a queue (0: none).
@@ -125,17 +118,19 @@ class LaunchExecutor {
   static uint64_t groups(const PreparedLaunch& launch) {
     return launch.geometry.groups[0] * launch.geometry.groups[1] * launch.geometry.groups[2];
   }
-  // Whether the launch gains from every core on the wide device.
-  bool worth_wide(const PreparedLaunch& launch) const {
-    if (wide_units_ == 0 || groups(launch) < 2) return false;
-    const ExecutedKernel& k = *launch.record;
-    const int64_t last = k.last_ns.load(std::memory_order_relaxed);
-    if (k.last_wide.load(std::memory_order_relaxed)) return last * wide_units_ >= kWideWorth;
-    return std::min(last, k.earlier_ns.load(std::memory_order_relaxed)) >= kWideWorth;
+  static uint64_t items(const PreparedLaunch& launch) {
+    return groups(launch) * launch.geometry.items[0] * launch.geometry.items[1] *
+           launch.geometry.items[2];
   }
+  // Whether the launch runs on the wide device (wide_choice.h).
+  bool runs_wide(const PreparedLaunch& launch) const {
+    return wide_units_ != 0 && launch.record->wide_choice.runs_wide(groups(launch));
+  }
+  // Long launches, and those that run on the wide device or try one core
+  // again for a kernel that is there, run on the executor.
   bool wants_executor(const PreparedLaunch& launch) const {
     return launch.record->last_ns.load(std::memory_order_relaxed) >= kLongLaunch ||
-           worth_wide(launch);
+           (wide_units_ != 0 && launch.record->wide_choice.involves_wide(groups(launch)));
   }
   // Sleeps on `word` while it reads `seen`, with `sleeping` set for the
   // other side to wake it.
@@ -150,6 +145,8 @@ class LaunchExecutor {
   // The wide device's kernel for `launch`, with its buffers swapped in; null
   // where it stays on the narrow device.
   static CompiledKernel* go_wide(PreparedLaunch& launch);
+  // This thread's CPU time.
+  static int64_t thread_cpu_ns();
 
   const int64_t wide_units_;
   std::unique_ptr<PreparedLaunch[]> slots_;

@@ -53,37 +53,52 @@ struct ImportedBuffer {
 
 // A kernel the daemon had this worker load or compile, how its last launch
 // went, and its build for the wide device (launch_executor.h), made from the
-// same request at its first wide launch, on the queue's thread that runs it.
+// same request when a launch first wants it. That build takes some 0.5 s
+// (PoCL's pthread build), so it is made on a thread of its own while the
+// kernel's launches go on on one core: none of them waits for it.
 class LoadedKernel final : public ExecutedKernel {
  public:
   LoadedKernel(std::unique_ptr<CompiledKernel> kernel, Device* wide_device,
                std::optional<OwnedCompileRequest> request)
-      : kernel_(std::move(kernel)), wide_device_(wide_device), request_(std::move(request)) {}
+      : kernel_(std::move(kernel)), wide_device_(wide_device), request_(std::move(request)) {
+    if (wide_device_ == nullptr || !request_) wide_choice.rule_out();
+  }
+  ~LoadedKernel() override {
+    absl::MutexLock lock(&mu_);  // the builder never takes it
+    if (builder_.joinable()) builder_.join();
+  }
   CompiledKernel& kernel() { return *kernel_; }
   CompiledKernel* wide() override {
+    if (built_.load(std::memory_order_acquire)) return wide_.get();
     absl::MutexLock lock(&mu_);
-    if (!tried_ && wide_device_ != nullptr && request_) {
-      tried_ = true;
-      absl::StatusOr<std::unique_ptr<CompiledKernel>> built =
-          wide_device_->compile(request_->view());
-      if (built.ok()) {
-        wide_ = *std::move(built);
-      } else {  // it runs on the narrow device, as before
-        std::fprintf(stderr, "kad worker: kernel `%s` stays on one core: %s\n",
-                     request_->signature.entry.c_str(),
-                     std::string(built.status().message()).c_str());
-      }
-    }
-    return wide_.get();
+    if (!builder_.joinable() && wide_device_ != nullptr && request_)
+      builder_ = std::thread([this] { build_wide(); });
+    return nullptr;
   }
 
  private:
+  void build_wide() {
+    pthread_setname_np(pthread_self(), "kad-wide-build");
+    absl::StatusOr<std::unique_ptr<CompiledKernel>> built = wide_device_->compile(request_->view());
+    if (built.ok()) {
+      wide_ = *std::move(built);
+      built_.store(true, std::memory_order_release);
+    } else {  // it runs on the narrow device, as before
+      wide_choice.rule_out();
+      std::fprintf(stderr, "kad worker: kernel `%s` stays on one core: %s\n",
+                   request_->signature.entry.c_str(),
+                   std::string(built.status().message()).c_str());
+    }
+  }
+
   std::unique_ptr<CompiledKernel> kernel_;
   Device* wide_device_;
-  std::optional<OwnedCompileRequest> request_;
+  const std::optional<OwnedCompileRequest> request_;
   absl::Mutex mu_;
-  bool tried_ ABSL_GUARDED_BY(mu_) = false;
-  std::unique_ptr<CompiledKernel> wide_ ABSL_GUARDED_BY(mu_);
+  std::thread builder_ ABSL_GUARDED_BY(mu_);
+  // wide_ is written once, by the builder, before built_ says so.
+  std::unique_ptr<CompiledKernel> wide_;
+  std::atomic<bool> built_{false};
 };
 
 struct WorkerQueueState;

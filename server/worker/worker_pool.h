@@ -40,17 +40,21 @@ struct WorkerOptions {
   absl::Duration compile_timeout = absl::Seconds(150);
   absl::Duration start_timeout = absl::Seconds(30);
   int spares = 1;  // started workers kept ready per device
+  // These two follow the driver of PoCL's CPU device in the workers
+  // (set_pocl_worker_driver); their defaults, the one a worker runs when
+  // its command names none (kDefaultPoclWorkerDriver).
   // The workers' driver runs a kernel inside its enqueue (PoCL's basic
   // driver, --pocl-worker-driver): a queue's own thread runs its launches,
   // but a request behind a queue whose waiting launches fill every slot
   // (launch_executor.h) waits for the launches in progress, each up to its
   // deadline, before the worker answers. Not to be taken for a worker that
   // no longer answers.
-  bool kernels_hold_requests = false;
+  bool kernels_hold_requests = true;
   // What, beside the device, decides the code workers build (the driver
   // they run): part of a program binary's key in kad's code cache, so that
-  // a binary built for one driver never loads into another. Empty: none.
-  std::string build_variant = "";
+  // a binary built for one driver never loads into another. Empty: none
+  // (pthread, PoCL's own default).
+  std::string build_variant = "pocl driver basic";
   // Readies a spare before anyone takes it, on the pool's thread: the
   // engine puts it into the default tenant's CPU group there, since moving
   // a process between groups takes about 10 ms (cgroup v1 waits for an RCU
@@ -63,8 +67,14 @@ struct WorkerOptions {
   std::function<absl::StatusOr<std::shared_ptr<void>>(uint64_t bytes)> charge_host_memory = nullptr;
 };
 
+// PoCL's driver in workers when nothing names one (--pocl-worker-driver):
+// `basic` runs small kernels without a hand-off to a pool of threads and
+// back, and a kernel that gains from every core on `pthread` beside it
+// (wide_choice.h).
+inline constexpr char kDefaultPoclWorkerDriver[] = "basic";
+
 // Has the workers of `options` run PoCL's CPU device on PoCL's `driver`:
-// `pthread` (as PoCL does by default) or `basic` (--pocl-worker-driver).
+// `basic` (kad's default) or `pthread` (PoCL's own) (--pocl-worker-driver).
 void set_pocl_worker_driver(WorkerOptions& options, const std::string& driver);
 
 class WorkerPool {

@@ -1,8 +1,8 @@
 // A kad worker that counts its heap allocations (DESIGN §7, §8): it serves
-// its daemon as `kad --worker-fd 3 --worker-device ID` does (with
-// `--pocl-worker-driver=basic`, on PoCL's basic driver with a thread per
-// queue), and when the daemon hangs up writes the allocations its serving
-// thread and its queues' executors made outside driver calls to
+// its daemon as `kad --worker-fd 3 --worker-device ID` does (on PoCL's
+// basic driver with a thread per queue, unless `--pocl-worker-driver=pthread`),
+// and when the daemon hangs up writes the allocations its serving thread and
+// its queues' executors made outside driver calls to
 // $KAD_WORKER_ALLOC_REPORT.<pid>. Started by tests/alloc/worker_alloc_test.cc
 // through a WorkerPool.
 #include <unistd.h>
@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "backends/registry.h"
 #include "server/worker/worker_main.h"
+#include "server/worker/worker_pool.h"
 #include "tests/support/alloc_counter.h"
 
 // Its pid as the daemon sees it: in a PID namespace of its own getpid() is 1,
@@ -29,12 +30,13 @@ std::string pid_seen_by_daemon() {
 int main(int argc, char** argv) {
   int fd = -1;
   std::string device_id;
-  bool on_basic = false;
+  bool on_basic = std::string(kad::server::worker::kDefaultPoclWorkerDriver) == "basic";
   for (int i = 1; i < argc; ++i) {
     const std::string arg = argv[i];
     if (absl::StartsWith(arg, "--worker-fd=") && !absl::SimpleAtoi(arg.substr(12), &fd)) return 2;
     if (absl::StartsWith(arg, "--worker-device=")) device_id = arg.substr(16);
-    if (arg == "--pocl-worker-driver=basic") on_basic = true;
+    if (absl::StartsWith(arg, "--pocl-worker-driver="))
+      on_basic = arg == "--pocl-worker-driver=basic";
   }
   if (fd < 0) return 2;
   if (on_basic) {  // as server/main.cc does

@@ -36,10 +36,11 @@ class InProcessDaemon {
   // `device_queue_depth`: --device-queue-depth (0: launches go straight to
   // the device, unscheduled). `submit_streams`: --submit-streams.
   // `pocl_worker_driver`: --pocl-worker-driver.
-  explicit InProcessDaemon(const std::string& name, bool workers = false,
-                           uint32_t device_queue_depth = server::EngineLimits{}.device_queue_depth,
-                           server::SubmitStreams submit_streams = server::SubmitStreams::kThreads,
-                           const std::string& pocl_worker_driver = "pthread") {
+  explicit InProcessDaemon(
+      const std::string& name, bool workers = false,
+      uint32_t device_queue_depth = server::EngineLimits{}.device_queue_depth,
+      server::SubmitStreams submit_streams = server::SubmitStreams::kThreads,
+      const std::string& pocl_worker_driver = server::worker::kDefaultPoclWorkerDriver) {
     socket_ = absl::StrFormat("/tmp/kad-%s-%d.sock", name, getpid());
     server::DaemonOptions options;
     options.limits.device_queue_depth = device_queue_depth;
