@@ -311,8 +311,10 @@ void run_sync(benchmark::State& state, const std::string& mode, const Work& w) {
   // one core may move to every core once its build for PoCL's pthread is
   // made, on a thread of its own beside its first launches (some 0.5 s;
   // server/worker/wide_choice.h). Each run here is a new session, so the
-  // warm-up outlasts that build, and the figures are a warm session's;
-  // short launches end it after kWorkerWarmUpLaunches.
+  // warm-up is meant to outlast that build (on a busy 2-core machine it
+  // may take longer, and a long kernel's figures then include some of it:
+  // bench/results/2026-12-04-measured-wide-choice); short launches end it
+  // after kWorkerWarmUpLaunches.
   if (absl::StartsWith(mode, "worker-")) {
     const auto until = std::chrono::steady_clock::now() + kWorkerWarmUp;
     for (int i = 0; i < kWorkerWarmUpLaunches && std::chrono::steady_clock::now() < until; ++i) {
