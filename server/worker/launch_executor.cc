@@ -55,7 +55,7 @@ absl::Status LaunchExecutor::run_one(Queue& queue, Queue* wide, PreparedLaunch& 
   ExecutedKernel& k = *launch.record;
   // On the narrow device the kernel runs in this thread (wide_choice.h).
   const bool cpu_timed =
-      wide_kernel == nullptr && wide_units_ != 0 && k.wide_choice.wants_cpu_time(groups(launch));
+      wide_kernel == nullptr && has_wide_ && k.wide_choice.wants_cpu_time(groups(launch));
   const int64_t cpu_start = cpu_timed ? thread_cpu_ns() : 0;
   const auto start = std::chrono::steady_clock::now();
   if (wide_kernel != nullptr) {
@@ -67,7 +67,7 @@ absl::Status LaunchExecutor::run_one(Queue& queue, Queue* wide, PreparedLaunch& 
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - start)
           .count();
   k.last_ns.store(took, std::memory_order_relaxed);
-  if (wide_units_ != 0)
+  if (has_wide_)
     k.wide_choice.note(wide_kernel != nullptr, groups(launch), items(launch), took,
                        cpu_timed ? thread_cpu_ns() - cpu_start : -1);
   // The buffers go (where the loop freed them) before the slot is free.

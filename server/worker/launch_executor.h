@@ -79,10 +79,9 @@ class LaunchExecutor {
   // A kernel whose last launch ran this long runs on the executor.
   static constexpr int64_t kLongLaunch = 1'000'000;  // ns
 
-  // `wide_units`: the compute units of the wide device on which run() has
-  // a queue (0: none).
-  explicit LaunchExecutor(uint32_t wide_units)
-      : wide_units_(wide_units), slots_(new PreparedLaunch[kSlots]) {}
+  // `has_wide`: run() is given a queue on the wide device.
+  explicit LaunchExecutor(bool has_wide)
+      : has_wide_(has_wide), slots_(new PreparedLaunch[kSlots]) {}
   LaunchExecutor(const LaunchExecutor&) = delete;
   LaunchExecutor& operator=(const LaunchExecutor&) = delete;
 
@@ -124,13 +123,13 @@ class LaunchExecutor {
   }
   // Whether the launch runs on the wide device (wide_choice.h).
   bool runs_wide(const PreparedLaunch& launch) const {
-    return wide_units_ != 0 && launch.record->wide_choice.runs_wide(groups(launch));
+    return has_wide_ && launch.record->wide_choice.runs_wide(groups(launch));
   }
   // Long launches, and those that run on the wide device or try one core
   // again for a kernel that is there, run on the executor.
   bool wants_executor(const PreparedLaunch& launch) const {
     return launch.record->last_ns.load(std::memory_order_relaxed) >= kLongLaunch ||
-           (wide_units_ != 0 && launch.record->wide_choice.involves_wide(groups(launch)));
+           (has_wide_ && launch.record->wide_choice.involves_wide(groups(launch)));
   }
   // Sleeps on `word` while it reads `seen`, with `sleeping` set for the
   // other side to wake it.
@@ -148,7 +147,7 @@ class LaunchExecutor {
   // This thread's CPU time.
   static int64_t thread_cpu_ns();
 
-  const int64_t wide_units_;
+  const bool has_wide_;
   std::unique_ptr<PreparedLaunch[]> slots_;
   uint64_t next_ = 0;  // the request loop's count of launches handed over
   std::atomic<uint64_t> published_{0};

@@ -397,11 +397,7 @@ class WorkerServer {
               if (absl::StatusOr<std::unique_ptr<Queue>> w = wide_->create_queue(); w.ok())
                 state->wide_queue = *std::move(w);
             }
-            state->executor = std::make_unique<LaunchExecutor>(
-                state->wide_queue
-                    ? std::max<uint32_t>(static_cast<uint32_t>(wide_->info().limits.compute_units),
-                                         1)
-                    : 0);
+            state->executor = std::make_unique<LaunchExecutor>(state->wide_queue != nullptr);
           }
           // Detached: a reaper inside a launch that never ends must not hold
           // up the request loop when its queue is released.

@@ -12,11 +12,8 @@ namespace kad::server::worker {
 
 void set_pocl_worker_driver(WorkerOptions& options, const std::string& driver) {
   options.command.args.push_back(absl::StrCat("--pocl-worker-driver=", driver));
-  // basic runs a kernel inside its enqueue: on its queue's own thread in
-  // the worker (launch_executor.h), but a request still waits for a slot
-  // behind a queue whose launches fill them all.
-  options.kernels_hold_requests = driver == "basic";
-  options.build_variant = driver == "pthread" ? "" : absl::StrCat("pocl driver ", driver);
+  options.kernels_hold_requests = pocl_driver_holds_requests(driver);
+  options.build_variant = pocl_driver_build_variant(driver);
 }
 
 WorkerPool::WorkerPool(WorkerOptions options) : options_(std::move(options)) {

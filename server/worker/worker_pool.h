@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,23 @@ class DeadlineWatched {
   virtual void check_deadlines() = 0;
 };
 
+// PoCL's driver in workers when nothing names one (--pocl-worker-driver):
+// `basic` runs small kernels without a hand-off to a pool of threads and
+// back, and a kernel that gains from every core on `pthread` beside it
+// (wide_choice.h).
+inline constexpr char kDefaultPoclWorkerDriver[] = "basic";
+
+// What PoCL's `driver` in the workers means for the pool
+// (set_pocl_worker_driver, and WorkerOptions' defaults).
+// basic runs a kernel inside its enqueue: on its queue's own thread in the
+// worker (launch_executor.h), but a request still waits for a slot behind a
+// queue whose launches fill them all.
+inline bool pocl_driver_holds_requests(std::string_view driver) { return driver == "basic"; }
+// The code it builds differs from pthread's (PoCL's own: none).
+inline std::string pocl_driver_build_variant(std::string_view driver) {
+  return driver == "pthread" ? std::string() : "pocl driver " + std::string(driver);
+}
+
 struct WorkerOptions {
   WorkerCommand command;  // empty executable: no workers, kernels run in the daemon
   // A launch that runs longer ends its worker (--launch-timeout).
@@ -49,12 +67,12 @@ struct WorkerOptions {
   // (launch_executor.h) waits for the launches in progress, each up to its
   // deadline, before the worker answers. Not to be taken for a worker that
   // no longer answers.
-  bool kernels_hold_requests = true;
+  bool kernels_hold_requests = pocl_driver_holds_requests(kDefaultPoclWorkerDriver);
   // What, beside the device, decides the code workers build (the driver
   // they run): part of a program binary's key in kad's code cache, so that
   // a binary built for one driver never loads into another. Empty: none
   // (pthread, PoCL's own default).
-  std::string build_variant = "pocl driver basic";
+  std::string build_variant = pocl_driver_build_variant(kDefaultPoclWorkerDriver);
   // Readies a spare before anyone takes it, on the pool's thread: the
   // engine puts it into the default tenant's CPU group there, since moving
   // a process between groups takes about 10 ms (cgroup v1 waits for an RCU
@@ -66,12 +84,6 @@ struct WorkerOptions {
   // why not. Null: nothing is charged.
   std::function<absl::StatusOr<std::shared_ptr<void>>(uint64_t bytes)> charge_host_memory = nullptr;
 };
-
-// PoCL's driver in workers when nothing names one (--pocl-worker-driver):
-// `basic` runs small kernels without a hand-off to a pool of threads and
-// back, and a kernel that gains from every core on `pthread` beside it
-// (wide_choice.h).
-inline constexpr char kDefaultPoclWorkerDriver[] = "basic";
 
 // Has the workers of `options` run PoCL's CPU device on PoCL's `driver`:
 // `basic` (kad's default) or `pthread` (PoCL's own) (--pocl-worker-driver).
