@@ -57,6 +57,7 @@
 #include "bench/client_runner.h"
 #include "bench/delay_proxy.h"
 #include "bench/grpc_floor.h"
+#include "bench/raw_basic_twin.h"
 #include "bench/runner.h"
 #include "core/driver_scope.h"
 #include "core/kernel.h"
@@ -88,6 +89,10 @@ using kad_bench::tcp_round_trip;
 using kad_bench::Work;
 
 bool g_full = false;
+std::string g_self;  // this binary, re-executed as a worker
+// --benchmark_min_time=..., as given (empty: none), for the child runs of
+// raw-basic/.
+std::string g_min_time_flag;
 
 // ---- the device ------------------------------------------------------------------------------
 
@@ -326,6 +331,19 @@ void run_sync(benchmark::State& state, const std::string& mode, const Work& w) {
     if (!runner->run().ok()) return state.SkipWithError("launch failed");
   }
   report_allocs(state, counter.counts());
+}
+
+// raw/`raw_case` in a child kad_bench on PoCL's basic (raw_basic_twin.h);
+// its time per iteration, as this case's manual time.
+void run_raw_basic(benchmark::State& state, const std::string& raw_case) {
+  for (auto _ : state) {
+    absl::StatusOr<kad_bench::TwinResult> r =
+        kad_bench::run_raw_case_on_basic(g_self, raw_case, g_min_time_flag);
+    if (!r.ok()) return state.SkipWithError(r.status().ToString().c_str());
+    state.SetIterationTime(r->seconds_per_iteration);
+    if (r->items_per_second > 0) state.counters["items_per_second"] = r->items_per_second;
+    state.SetLabel("on " + r->device_name);
+  }
 }
 
 // Pipelined: `batch` launches submitted without waiting, then one wait;
@@ -644,6 +662,18 @@ void register_all() {
         [mode, w](benchmark::State& s) { run_pipelined(s, mode, w, 2000); })
         ->UseRealTime();
   }
+  // raw-basic/: the raw cases the worker modes compare with, on PoCL's
+  // basic driver as kad's workers run it, each in a child kad_bench
+  // (raw_basic_twin.h). Manual time: the child's time per iteration.
+  if (g_device != nullptr && absl::StartsWith(g_device->info().id, "opencl:pocl")) {
+    for (const std::string raw_case :
+         {"launch/static workgroup, static ndrange", "pipelined/static workgroup, dynamic ndrange",
+          "pipelined-2000/static workgroup, dynamic ndrange"}) {
+      benchmark::RegisterBenchmark(("raw-basic/" + raw_case).c_str(), run_raw_basic, raw_case)
+          ->UseManualTime()
+          ->Iterations(1);
+    }
+  }
   // echo: each transport's bare round trip, with no kad work.
   for (const std::string mode : {"shm", "grpc-unix", "grpc-tcp"}) {
     benchmark::RegisterBenchmark((std::string(mode) + "/echo").c_str(), [mode](
@@ -694,8 +724,6 @@ void register_all() {
 }
 
 // ---- processes: time to load, concurrency --------------------------------------------------
-
-std::string g_self;  // this binary, re-executed as a worker
 
 using Clock = std::chrono::steady_clock;
 
@@ -1205,6 +1233,7 @@ int main(int argc, char** argv) {
       prepare = true;
     else if (std::strcmp(argv[i], "--profile=quick") != 0)
       args.push_back(argv[i]);
+    if (absl::StartsWith(argv[i], "--benchmark_min_time=")) g_min_time_flag = argv[i];
   }
   if (prepare) {
     register_all();  // collects the raw kernels; nothing runs

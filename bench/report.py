@@ -11,7 +11,7 @@ import re
 import sys
 from collections import OrderedDict
 
-MODES = ["raw", "inproc", "shm", "grpc-unix", "grpc-tcp"]
+MODES = ["raw", "raw-basic", "inproc", "shm", "grpc-unix", "grpc-tcp"]
 
 
 def main(src, dst, machine):
@@ -43,22 +43,26 @@ def main(src, dst, machine):
            f"{ctx.get('num_cpus', '?')} CPUs\n",
            "Times are per iteration (one launch and wait, unless the case says otherwise); "
            f"`x raw` is the ratio to the raw {raw_api} call; allocation counters are per iteration "
-           "(`kad` = kad's own code on both sides, `total` = everything).\n",
-           "| case | mode | time (µs) | x raw | launches/s | kad allocs | total allocs |",
-           "|---|---|---:|---:|---:|---:|---:|"]
+           "(`kad` = kad's own code on both sides, `total` = everything). "
+           "`raw-basic`: the raw case on PoCL's `basic` driver, which kad's workers run "
+           "(`raw` is on PoCL's default device); `x raw-basic` is the ratio to it.\n",
+           "| case | mode | time (µs) | x raw | x raw-basic | launches/s | kad allocs | total allocs |",
+           "|---|---|---:|---:|---:|---:|---:|---:|"]
     conc = [(c, mode, m[mode]) for c, m in rows.items() if c.startswith("concurrency/")
             for mode in ("shm", "worker-shm") if mode in m]
     for case, modes in rows.items():
         if case.startswith("concurrency/"):
             continue
         raw = modes.get("raw")
+        raw_basic = modes.get("raw-basic")
         for mode in MODES + [m for m in modes if m not in MODES]:
             b = modes.get(mode)
             if b is None:
                 continue
             ratio = f"{us(b) / us(raw):.2f}" if raw else ""
+            ratio_basic = f"{us(b) / us(raw_basic):.2f}" if raw_basic else ""
             rate = f"{b['items_per_second']:.0f}" if "items_per_second" in b else ""
-            out.append(f"| {case} | {mode} | {us(b):.1f} | {ratio} | {rate} | "
+            out.append(f"| {case} | {mode} | {us(b):.1f} | {ratio} | {ratio_basic} | {rate} | "
                        f"{b.get('kad_allocs', 0):.1f} | {b.get('total_allocs', 0):.1f} |")
     floors = [(kad, floor) for kad, floor in (("grpc-unix", "grpc-floor-unix"), ("grpc-tcp", "grpc-floor-tcp"))
               if kad in rows.get("echo", {}) and floor in rows.get("echo", {})]
