@@ -3,7 +3,9 @@
 #include <grpcpp/grpcpp.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <memory>
+#include <string>
 
 #include "absl/strings/str_cat.h"
 #include "kad/v1/kad.grpc.pb.h"
@@ -36,6 +38,10 @@ struct EchoServer {
   EchoServer() {
     const std::string path = absl::StrCat("/tmp/kad-bench-grpc-floor-", getpid(), ".sock");
     unlink(path.c_str());
+    // The server lives as long as the process; its socket file goes with it.
+    static std::string socket_file;
+    socket_file = path;
+    std::atexit([] { unlink(socket_file.c_str()); });
     grpc::ServerBuilder builder;
     builder.SetMaxReceiveMessageSize(kMaxMessage);
     builder.SetMaxSendMessageSize(kMaxMessage);

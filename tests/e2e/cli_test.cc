@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <thread>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
@@ -49,11 +50,19 @@ class Cli : public testing::DaemonSuite {
   std::string kactl(const std::string& args) {
     return std::string(KACTL_PATH) + " --connect " + daemon().unix_uri() + " " + args;
   }
-  static std::string write_file(const std::string& name, const std::string& text) {
+  // A file for kactl to read, removed when the test ends.
+  std::string write_file(const std::string& name, const std::string& text) {
     const std::string path = "/tmp/kad-cli-" + std::to_string(getpid()) + "-" + name;
     std::ofstream(path) << text;
+    written_.push_back(path);
     return path;
   }
+  void TearDown() override {
+    for (const std::string& path : written_) std::filesystem::remove(path);
+  }
+
+ private:
+  std::vector<std::string> written_;
 };
 
 TEST_F(Cli, KactlDevicesPrintsATableAndJson) {
