@@ -241,6 +241,14 @@ std::string bench_pocl_worker_driver() {
   return e != nullptr ? e : kad::server::worker::kDefaultPoclWorkerDriver;
 }
 
+// KAD_BENCH_KAD=PATH: the kad executable the daemons with workers start as
+// workers (another build's, to compare workers in one kad_bench: bench/ab.sh);
+// unset: this build's.
+std::string bench_worker_executable() {
+  const char* e = std::getenv("KAD_BENCH_KAD");
+  return e != nullptr ? e : KAD_DAEMON_PATH;
+}
+
 // The bench's two daemons, made at first use and stopped by main before it
 // returns: left to the process's exit, a worker pool's thread could still
 // log (a spare that started late) after spdlog's own statics were gone.
@@ -256,7 +264,7 @@ kad::testing::InProcessDaemon& daemon(bool workers = false) {
                                                            bench_submit_streams());
     daemon_slot(true) = new kad::testing::InProcessDaemon(
         "bench-workers", /*workers=*/true, kad::server::EngineLimits{}.device_queue_depth,
-        bench_submit_streams(), bench_pocl_worker_driver());
+        bench_submit_streams(), bench_pocl_worker_driver(), bench_worker_executable());
   });
   return *daemon_slot(workers);
 }
@@ -872,8 +880,9 @@ struct ShareDaemon {
     options.listen = {"tcp://127.0.0.1:0"};
     options.tokens_file = d.dir + "/tokens";
     if (workers) {
-      options.workers.command = {
-          .executable = KAD_DAEMON_PATH, .args = {}, .uids = kad::testing::worker_uids_as_root()};
+      options.workers.command = {.executable = bench_worker_executable(),
+                                 .args = {},
+                                 .uids = kad::testing::worker_uids_as_root()};
     }
     for (const char* name : {"a", "b", "hi"}) {
       tokens << "bench-share-" << name << "-token " << name << "\n";

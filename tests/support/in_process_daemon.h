@@ -35,12 +35,15 @@ class InProcessDaemon {
   // root, each as a uid of its own); otherwise in this process.
   // `device_queue_depth`: --device-queue-depth (0: launches go straight to
   // the device, unscheduled). `submit_streams`: --submit-streams.
-  // `pocl_worker_driver`: --pocl-worker-driver.
+  // `pocl_worker_driver`: --pocl-worker-driver. `worker_executable`: the
+  // workers' executable, where not this build's kad (another build's, to
+  // compare them).
   explicit InProcessDaemon(
       const std::string& name, bool workers = false,
       uint32_t device_queue_depth = server::EngineLimits{}.device_queue_depth,
       server::SubmitStreams submit_streams = server::SubmitStreams::kThreads,
-      const std::string& pocl_worker_driver = server::worker::kDefaultPoclWorkerDriver) {
+      const std::string& pocl_worker_driver = server::worker::kDefaultPoclWorkerDriver,
+      const std::string& worker_executable = "") {
     socket_ = absl::StrFormat("/tmp/kad-%s-%d.sock", name, getpid());
     server::DaemonOptions options;
     options.limits.device_queue_depth = device_queue_depth;
@@ -49,12 +52,15 @@ class InProcessDaemon {
 #ifdef KAD_DAEMON_PATH
     if (workers) {
       options.workers.command = {
-          .executable = KAD_DAEMON_PATH, .args = {}, .uids = worker_uids_as_root()};
+          .executable = worker_executable.empty() ? KAD_DAEMON_PATH : worker_executable,
+          .args = {},
+          .uids = worker_uids_as_root()};
       server::worker::set_pocl_worker_driver(options.workers, pocl_worker_driver);
     }
 #else
     (void)workers;
     (void)pocl_worker_driver;
+    (void)worker_executable;
 #endif
     auto d = server::Daemon::start(discover_devices(), std::move(options));
     if (d.ok()) daemon_ = *std::move(d);
