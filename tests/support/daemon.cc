@@ -66,9 +66,19 @@ absl::Status Daemon::restart(std::vector<std::string> extra_args) {
 absl::Status Daemon::launch(const std::string& tcp_listen, std::vector<std::string> extra_args) {
   const std::string ready = dir_ + "/ready";
   std::filesystem::remove(ready);
-  std::vector<std::string> argv = {
-      KAD_DAEMON_PATH, "--listen", "unix:" + dir_ + "/kad.sock", "--listen", tcp_listen,
-      "--ready-file",  ready};
+  // Under util-linux's setpriv --pdeathsig where there is one: a test
+  // process that dies without running its destructors (an abort, ctest's
+  // SIGKILL at its timeout) takes its kads with it, instead of leaving them
+  // serving, and taking CPU time, for the rest of the suite. The signal
+  // comes when the thread that started kad ends: tests start their kads on
+  // their main thread.
+  constexpr char kSetpriv[] = "/usr/bin/setpriv";
+  std::vector<std::string> argv;
+  if (access(kSetpriv, X_OK) == 0) argv = {kSetpriv, "--pdeathsig", "KILL"};
+  for (std::string arg :
+       {std::string(KAD_DAEMON_PATH), std::string("--listen"), "unix:" + dir_ + "/kad.sock",
+        std::string("--listen"), tcp_listen, std::string("--ready-file"), ready})
+    argv.push_back(std::move(arg));
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   pid_ = spawn(argv, dir_ + "/kad.log");
   if (pid_ < 0) return absl::InternalError("fork failed");
