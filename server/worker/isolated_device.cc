@@ -14,6 +14,7 @@
 #include "core/kernel_lowering.h"
 #include "core/tune.h"
 #include "server/sealed_memfd.h"
+#include "server/worker/program_build.h"
 #include "server/worker/worker_codec.h"
 #include "spdlog/spdlog.h"
 
@@ -95,6 +96,13 @@ class WorkerQueue final : public Queue {
     if (absl::Status s = device_.ensure_worker(); !s.ok()) return s;
     if (!device_.loaded_.contains(kernel.id())) {
       if (absl::Status s = device_.load(kernel); !s.ok()) return s;
+    }
+    if (LaunchRing* ring = device_.worker_->launch_ring(); ring != nullptr) {
+      ring->take_wide_wants([this](uint64_t id)
+                                ABSL_NO_THREAD_SAFETY_ANALYSIS { device_.note_wide_want(id); });
+    }
+    if (!device_.wide_wanted_.empty()) {
+      if (absl::Status s = device_.serve_wide_wants(kernel); !s.ok()) return s;
     }
     record_.queue = id_;
     record_.kernel = kernel.id();
@@ -422,6 +430,10 @@ absl::Status IsolatedDevice::ensure_worker() {
   // A spare comes with the device's recently used kernels already loaded.
   loaded_ = std::move(worker_->preloaded);
   worker_->preloaded.clear();
+  // Room for the kernels' wide builds the worker asks for: made now, so
+  // that a launch that hands one over allocates nothing in kad.
+  wide_wanted_.reserve(kWideTables);
+  wide_given_.reserve(kWideTables);
   // A new worker (after a crash) gets the session's buffers and queues again.
   const absl::Time deadline = absl::Now() + pool_.options().start_timeout;
   for (const auto& [id, b] : buffers_) {
@@ -510,6 +522,8 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
   running_pid_.store(0);
   worker_.reset();
   loaded_.clear();
+  wide_wanted_.clear();
+  wide_given_.clear();
   if (share_.groups != nullptr) share_.groups->reweigh();
 }
 
@@ -537,79 +551,55 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   return reported;
 }
 
-namespace {
-
-// `request` (serialized as `message`) built for `device` by a compile worker
-// of its own, or found in the code cache: the worker's reply, with the
-// program binary where the device keeps them.
-absl::StatusOr<wire::CompileReply> build(const DeviceInfo& device, WorkerPool& pool,
-                                         const CompileRequest& request,
-                                         const std::string& message) {
-  // Program binaries are kept in kad's code cache, which only the daemon
-  // writes: a restarted daemon builds nothing it built before.
-  CodeCache& cache = KernelLowering::shared().cache();
-  const std::string& variant = pool.options().build_variant;
-  const std::string key =
-      absl::StrCat("program binary\n", device.platform, "\n", device.name, "\n",
-                   variant.empty() ? "" : absl::StrCat(variant, "\n"), request.key.canonical());
-  if (std::optional<std::string> stored = cache.load(key)) {
-    wire::CompileReply reply;
-    if (reply.ParseFromString(*stored) && reply.code() == 0 && !reply.program_binary().empty())
-      return reply;
-  }
-  absl::StatusOr<std::unique_ptr<WorkerProcess>> worker = pool.start_compile_worker(device.id);
-  if (!worker.ok()) return worker.status();
-  WorkerProcess& w = **worker;
-  const IdRecord r{next_kernel_id.fetch_add(1)};
-  const absl::Time deadline = absl::Now() + pool.options().compile_timeout;
-  absl::Status transport = w.send(Op::kCompile, bytes_of(r), bytes_of_string(message));
-  Header header;
-  std::span<const std::byte> payload;
-  if (transport.ok()) {
-    transport = w.reader().next(&header, &payload, nullptr, deadline, kMaxCompileReplyBytes);
-  }
-  if (transport.ok() && header.op != static_cast<uint32_t>(Op::kCompileReply)) {
-    transport = absl::InternalError(absl::StrFormat(
-        "the worker answered a compile with message %d of %d bytes", header.op, header.size));
-  }
-  wire::CompileReply reply;
-  if (transport.ok() && !reply.ParseFromArray(payload.data(), static_cast<int>(payload.size()))) {
-    transport = absl::InternalError("the worker's compile reply does not parse");
-  }
-  const pid_t pid = w.pid();
-  if (!transport.ok()) {
-    if (transport.code() == absl::StatusCode::kDeadlineExceeded) {
-      // Stopped by kad, not ended by the client's code: counted as a
-      // deadline, and killed at once rather than given time to end.
-      w.stop();
-      pool.note_lost(/*deadline=*/true);
-      return absl::DeadlineExceededError(absl::StrFormat(
-          "compiling kernel `%s` on %s took longer than %s: kad stopped its compile worker (pid "
-          "%d)",
-          request.signature.entry, device.id, absl::FormatDuration(pool.options().compile_timeout),
-          pid));
-    }
-    const std::string ended = w.reap();
-    pool.note_lost(/*deadline=*/false);
-    spdlog::warn("a compile worker (pid {}) on {} {} compiling kernel `{}` ({})", pid, device.id,
-                 ended, request.signature.entry, std::string(transport.message()));
-    return absl::AbortedError(
-        absl::StrFormat("compiling kernel `%s` on %s ended its compile worker (pid %d), %s: %s",
-                        request.signature.entry, device.id, pid, ended, transport.message()));
-  }
-  // One compile per worker: the next one starts clean.
-  w.stop();
-  // Kept only once it checks out: a reply kad cannot use would otherwise
-  // fail this key for good, across restarts.
-  if (reply.code() == 0 && !reply.program_binary().empty() && from_reply(reply).ok()) {
-    wire::CompileReply kept = reply;
-    kept.clear_message();  // the log of a compile that worked
-    cache.store(key, kept.SerializeAsString());
-  }
-  return reply;
+void IsolatedDevice::note_wide_want(uint64_t id) {
+  // The worker's word: only a kernel it holds, asked for once.
+  if (!loaded_.contains(id) || wide_given_.contains(id)) return;
+  wide_wanted_.try_emplace(id, nullptr);
 }
 
-}  // namespace
+absl::Status IsolatedDevice::serve_wide_wants(const WorkerKernel& kernel) {
+  if (auto asked = wide_wanted_.find(kernel.id());
+      asked != wide_wanted_.end() && asked->second == nullptr) {
+    if (kernel.wide_key().empty()) {  // none to be had: it stays narrow
+      auto none = std::make_shared<WideBuilds::Build>();
+      none->entry = kernel.entry();
+      none->done.store(true);
+      asked->second = std::move(none);
+    } else {
+      asked->second =
+          pool_.wide_builds().want(shared_, kernel.wide_key(), kernel.entry(), kernel.request());
+    }
+  }
+  for (auto it = wide_wanted_.begin(); it != wide_wanted_.end();) {
+    const std::shared_ptr<const WideBuilds::Build> build = it->second;
+    if (build == nullptr || !build->done.load(std::memory_order_acquire)) {
+      ++it;
+      continue;
+    }
+    const uint64_t id = it->first;
+    wide_wanted_.erase(it++);
+    wide_given_.insert(id);
+    // Sent whether or not there is one: without, the kernel stays narrow
+    // and the worker asks no more.
+    const IdRecord r{id};
+    const std::string empty;
+    const std::string& binary = build->binary.ok() ? *build->binary : empty;
+    absl::Status reported;
+    const pid_t pid = worker_->pid();  // read_answer may have lost it
+    absl::Status transport = worker_->send(Op::kLoadWide, bytes_of(r), bytes_of_string(binary));
+    if (transport.ok())
+      transport = read_answer(absl::Now() + pool_.options().compile_timeout, &reported);
+    if (!transport.ok()) {
+      lose_worker(transport, nullptr);
+      return absl::AbortedError(absl::StrFormat(
+          "giving kernel `%s`'s build for every core to the session's worker (pid %d) on %s "
+          "failed: %s",
+          build->entry, pid, info().id, transport.message()));
+    }
+    if (build->binary.ok() && reported.ok()) pool_.wide_builds().note_given();
+  }
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
     const CompileRequest& request) {
@@ -624,8 +614,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
     out->set_key(std::move(code.key));
     out->set_code(std::move(code.code));
   }
-  absl::StatusOr<wire::CompileReply> built =
-      build(info(), pool_, request, message.SerializeAsString());
+  absl::StatusOr<wire::CompileReply> built = build_program(
+      pool_, info(), program_binary_key(info(), pool_.options().build_variant, request),
+      Op::kCompile, request.signature.entry, message.SerializeAsString());
   if (!built.ok()) return built.status();
   absl::StatusOr<CompiledKernelInfo> compiled = from_reply(*built);
   if (!compiled.ok()) return compiled.status();
@@ -660,9 +651,10 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
         charge.reset();
       });
   pool_.remember(info().id, owner_, id, shared);
-  return std::make_unique<WorkerKernel>(id, request.signature.entry, compiled->limits,
-                                        std::move(compiled->parameters),
-                                        info().limits.compute_units, std::move(shared));
+  return std::make_unique<WorkerKernel>(
+      id, request.signature.entry, compiled->limits, std::move(compiled->parameters),
+      info().limits.compute_units, std::move(shared),
+      pool_.options().wide_device ? program_binary_key(info(), kWideBuildVariant, request) : "");
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::add_buffer(

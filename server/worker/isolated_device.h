@@ -33,6 +33,7 @@
 #include "core/backend.h"
 #include "server/worker/cpu_groups.h"
 #include "server/worker/queue_progress.h"
+#include "server/worker/wide_builds.h"
 #include "server/worker/worker_pool.h"
 #include "server/worker/worker_process.h"
 
@@ -49,13 +50,14 @@ class WorkerKernel final : public CompiledKernel {
  public:
   WorkerKernel(uint64_t id, std::string entry, KernelLimits limits,
                std::optional<std::vector<KernelParameter>> parameters, uint64_t compute_units,
-               std::shared_ptr<const std::string> request)
+               std::shared_ptr<const std::string> request, std::string wide_key = {})
       : id_(id),
         entry_(std::move(entry)),
         limits_(limits),
         parameters_(std::move(parameters)),
         compute_units_(compute_units),
-        request_(std::move(request)) {}
+        request_(std::move(request)),
+        wide_key_(std::move(wide_key)) {}
   const KernelLimits& limits() const override { return limits_; }
   uint64_t launch_configuration(uint64_t nitems, uint64_t max_items) const override;
   const std::vector<KernelParameter>* parameters() const override {
@@ -65,6 +67,9 @@ class WorkerKernel final : public CompiledKernel {
   uint64_t id() const { return id_; }
   const std::string& entry() const { return entry_; }
   const std::shared_ptr<const std::string>& request() const { return request_; }
+  // The code cache's key of its build for the wide device beside the
+  // workers' own (wide_builds.h); empty where they have none.
+  const std::string& wide_key() const { return wide_key_; }
 
  private:
   uint64_t id_;
@@ -75,6 +80,7 @@ class WorkerKernel final : public CompiledKernel {
   // A serialized worker.v1.Compile, charged to kad's host-memory guard
   // for as long as anyone (this kernel, the pool's recent kernels) holds it.
   std::shared_ptr<const std::string> request_;
+  std::string wide_key_;
 };
 
 // A session's share of the CPU, as its tenant's: the tenant's CPU group
@@ -145,6 +151,12 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   absl::Status call(Op op, std::span<const std::byte> a, int fd, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::Status load(const WorkerKernel& kernel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The worker asked for kernel `id`'s build for the wide device.
+  void note_wide_want(uint64_t id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // At a launch of `kernel`: has its build made if the worker asked for it,
+  // and hands the worker every build asked for that is done. An error: the
+  // worker was lost.
+  absl::Status serve_wide_wants(const WorkerKernel& kernel) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Creates `queue` in the worker, with a new progress page.
   absl::Status give_queue(WorkerQueue& queue, absl::Time deadline)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
@@ -162,6 +174,13 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   std::atomic<pid_t> running_pid_{0};  // worker_'s, readable without mu_
   std::atomic<bool> closing_{false};   // stop_worker was called: its session closes
   absl::flat_hash_set<uint64_t> loaded_ ABSL_GUARDED_BY(mu_);  // kernels the worker has
+  // Kernels whose build for the wide device the worker asked for: null
+  // until a launch of the kernel has it made, then the build until it is
+  // done and handed over (and then erased: the worker has it).
+  absl::flat_hash_map<uint64_t, std::shared_ptr<const WideBuilds::Build>> wide_wanted_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<uint64_t> wide_given_ ABSL_GUARDED_BY(mu_);
+  static constexpr size_t kWideTables = 16;  // their room, made once per worker
   absl::flat_hash_map<uint64_t, WorkerBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, WorkerQueue*> queues_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;

@@ -46,12 +46,13 @@
 namespace kad::server::worker {
 
 // What decides where a kernel's next launch runs: how its last one went,
-// and its build for the wide device, made when it first wants to go there.
+// and its build for the wide device, asked of kad when it first wants to go
+// there (wide_builds.h).
 class ExecutedKernel {
  public:
   virtual ~ExecutedKernel() = default;
-  // Null while it is being built, away from the launches (they stay narrow
-  // meanwhile), and where it cannot be built (wide_choice is then ruled out).
+  // Null until kad hands the build over, away from the launches (they stay
+  // narrow meanwhile), and where there is none (wide_choice is then ruled out).
   virtual CompiledKernel* wide() = 0;
 
   std::atomic<int64_t> last_ns{0};  // its last launch's time, enqueue to end

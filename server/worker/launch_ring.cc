@@ -77,6 +77,13 @@ void LaunchRing::note_message_read() {
                         std::memory_order_release);
 }
 
+void LaunchRing::want_wide(uint64_t kernel) {
+  LaunchRingHeader& h = header();
+  const uint64_t n = h.wide_wants.load(std::memory_order_relaxed);
+  h.wide_wanted[n % LaunchRingHeader::kWideWants].store(kernel, std::memory_order_relaxed);
+  h.wide_wants.store(n + 1, std::memory_order_release);
+}
+
 absl::Status LaunchRing::check_messages_read() const {
   const uint64_t read = header().messages_read.load(std::memory_order_acquire);
   if (read == messages_sent_) return absl::OkStatus();

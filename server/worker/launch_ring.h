@@ -18,6 +18,7 @@
 // reached ends the worker (`sleeping` only decides whether kad wakes it).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,13 @@ struct LaunchRingHeader {
   // an unchanging word, that wake-up was lost, and the launch waited for
   // the worker's periodic look (5 s).
   std::atomic<uint32_t> wakes{0};
+  // The worker: kernels whose launches want the wide device and which it
+  // has no build for (want_wide); kad has a compile worker build them, once
+  // per key for every session (take_wide_wants). Entry n % kWideWants is
+  // written before wide_wants counts it.
+  static constexpr uint64_t kWideWants = 64;
+  alignas(64) std::atomic<uint64_t> wide_wants{0};
+  std::atomic<uint64_t> wide_wanted[kWideWants]{};
 };
 
 class LaunchRing {
@@ -95,6 +103,16 @@ class LaunchRing {
   void take();
   void note_socket_launch_taken();
   void note_message_read();
+  // The worker: asks kad for `kernel`'s build for the wide device; one
+  // thread at a time (the caller's lock). kad looks at each launch it
+  // writes, and each launch asks for one kernel at most: only a worker far
+  // ahead of kad by more than kWideWants kernels loses the oldest.
+  void want_wide(uint64_t kernel);
+  // kad: calls `f(kernel)` for each kernel the worker asked a wide build for
+  // since the last look (a worker that asks more often than kad looks loses
+  // the oldest: each is asked again at a later launch). Cheap when none.
+  template <typename F>
+  void take_wide_wants(F f);
   // The worker: whether kad has sent more messages than `read`.
   bool message_owed(uint64_t read) const {
     return header().messages.load(std::memory_order_acquire) > read;
@@ -117,7 +135,23 @@ class LaunchRing {
   uint64_t written_ = 0;          // kad's own count (the page's may be scribbled on)
   uint64_t socket_launches_ = 0;  // kad: launches it sent by the socket
   uint64_t messages_sent_ = 0;    // kad: messages it sent on the socket
+  uint64_t wide_wants_seen_ = 0;  // kad: wide wants it took
 };
+
+template <typename F>
+void LaunchRing::take_wide_wants(F f) {
+  LaunchRingHeader& h = header();
+  const uint64_t asked = h.wide_wants.load(std::memory_order_acquire);
+  if (asked == wide_wants_seen_) return;
+  // The worker's count, read once: a count that went back or leapt is
+  // taken for what the ring can hold, never for more.
+  uint64_t from = wide_wants_seen_;
+  if (asked < from || asked - from > LaunchRingHeader::kWideWants)
+    from = asked - std::min(asked, LaunchRingHeader::kWideWants);
+  wide_wants_seen_ = asked;
+  for (uint64_t n = from; n != asked; ++n)
+    f(h.wide_wanted[n % LaunchRingHeader::kWideWants].load(std::memory_order_relaxed));
+}
 
 template <typename MoreToRead>
 void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read) {

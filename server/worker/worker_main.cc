@@ -51,52 +51,85 @@ struct ImportedBuffer {
   }
 };
 
+// Where a worker's kernels ask kad for their builds for the wide device:
+// the launch ring, once kad attached it. Launches of several queues ask at
+// once, each from its own thread.
+class WideWants {
+ public:
+  void attach(LaunchRing* ring) {
+    absl::MutexLock lock(&mu_);
+    ring_ = ring;
+  }
+  // False without a ring: ask again at a later launch.
+  bool ask(uint64_t kernel) {
+    absl::MutexLock lock(&mu_);
+    if (ring_ == nullptr) return false;
+    ring_->want_wide(kernel);
+    return true;
+  }
+
+ private:
+  absl::Mutex mu_;
+  LaunchRing* ring_ ABSL_GUARDED_BY(mu_) = nullptr;
+};
+
 // A kernel the daemon had this worker load or compile, how its last launch
-// went, and its build for the wide device (launch_executor.h), made from the
-// same request when a launch first wants it. That build takes some 0.5 s
-// (PoCL's pthread build), so it is made on a thread of its own while the
-// kernel's launches go on on one core: none of them waits for it.
+// went, and its build for the wide device (launch_executor.h). That build
+// takes some 0.5 s (PoCL's pthread build): kad has a compile worker make it
+// when a launch first wants it, once per key for every session's worker
+// (and keeps it in its code cache), and hands it here (kLoadWide); the
+// kernel's launches go on on one core meanwhile. A worker, which runs its
+// client's code, builds nothing that another loads.
 class LoadedKernel final : public ExecutedKernel {
  public:
-  LoadedKernel(std::unique_ptr<CompiledKernel> kernel, Device* wide_device,
-               std::optional<OwnedCompileRequest> request)
-      : kernel_(std::move(kernel)), wide_device_(wide_device), request_(std::move(request)) {
+  LoadedKernel(uint64_t id, std::unique_ptr<CompiledKernel> kernel, Device* wide_device,
+               std::optional<OwnedCompileRequest> request, WideWants* wants)
+      : id_(id),
+        kernel_(std::move(kernel)),
+        wide_device_(wide_device),
+        request_(std::move(request)),
+        wants_(wants) {
     if (wide_device_ == nullptr || !request_) wide_choice.rule_out();
-  }
-  ~LoadedKernel() override {
-    absl::MutexLock lock(&mu_);  // the builder never takes it
-    if (builder_.joinable()) builder_.join();
   }
   CompiledKernel& kernel() { return *kernel_; }
   CompiledKernel* wide() override {
     if (built_.load(std::memory_order_acquire)) return wide_.get();
-    absl::MutexLock lock(&mu_);
-    if (!builder_.joinable() && wide_device_ != nullptr && request_)
-      builder_ = std::thread([this] { build_wide(); });
+    if (!asked_.load(std::memory_order_relaxed) && wide_device_ != nullptr && request_ &&
+        !asked_.exchange(true) && !wants_->ask(id_))
+      asked_.store(false);
     return nullptr;
   }
-
- private:
-  void build_wide() {
-    pthread_setname_np(pthread_self(), "kad-wide-build");
-    absl::StatusOr<std::unique_ptr<CompiledKernel>> built = wide_device_->compile(request_->view());
-    if (built.ok()) {
-      wide_ = *std::move(built);
-      built_.store(true, std::memory_order_release);
-    } else {  // it runs on the narrow device, as before
+  // The request loop: kad's answer to the kernel's want, a program binary
+  // for the wide device (empty: none was built).
+  absl::Status load_wide(std::span<const std::byte> binary) {
+    if (built_.load(std::memory_order_acquire) || wide_device_ == nullptr || !request_)
+      return absl::OkStatus();
+    absl::StatusOr<std::unique_ptr<CompiledKernel>> loaded =
+        binary.empty()
+            ? absl::UnavailableError("kad has no build of it for the wide device")
+            : wide_device_->load_program_binary(
+                  request_->view(),
+                  absl::string_view(reinterpret_cast<const char*>(binary.data()), binary.size()));
+    if (!loaded.ok()) {  // it runs on the narrow device, as before
       wide_choice.rule_out();
       std::fprintf(stderr, "kad worker: kernel `%s` stays on one core: %s\n",
                    request_->signature.entry.c_str(),
-                   std::string(built.status().message()).c_str());
+                   std::string(loaded.status().message()).c_str());
+      return loaded.status();
     }
+    wide_ = *std::move(loaded);
+    built_.store(true, std::memory_order_release);
+    return absl::OkStatus();
   }
 
+ private:
+  const uint64_t id_;  // kad's
   std::unique_ptr<CompiledKernel> kernel_;
   Device* wide_device_;
   const std::optional<OwnedCompileRequest> request_;
-  absl::Mutex mu_;
-  std::thread builder_ ABSL_GUARDED_BY(mu_);
-  // wide_ is written once, by the builder, before built_ says so.
+  WideWants* wants_;
+  std::atomic<bool> asked_{false};
+  // wide_ is written once, by the request loop, before built_ says so.
   std::unique_ptr<CompiledKernel> wide_;
   std::atomic<bool> built_{false};
 };
@@ -358,7 +391,11 @@ class WorkerServer {
         if (absl::Status s = read(payload, &r); !s.ok()) return s;
         if (fd < 0) return absl::InternalError("a launch ring came without its memory");
         absl::StatusOr<std::unique_ptr<LaunchRing>> ring = LaunchRing::map(fd);
-        if (ring.ok()) ring_ = *std::move(ring);
+        if (ring.ok()) {
+          wide_wants_.attach(nullptr);  // before the ring it names goes
+          ring_ = *std::move(ring);
+          wide_wants_.attach(ring_.get());
+        }
         return reply(ring.status());
       }
       case Op::kWait: {
@@ -367,8 +404,17 @@ class WorkerServer {
         return reply(wait(w));
       }
       case Op::kCompile:
+      case Op::kCompileWide:
       case Op::kLoadKernel:
         return compile(op, payload);
+      case Op::kLoadWide: {
+        IdRecord id;
+        if (payload.size() < sizeof id) return absl::InternalError("short wide build");
+        std::memcpy(&id, payload.data(), sizeof id);
+        auto k = kernels_.find(id.id);
+        if (k == kernels_.end()) return reply(absl::NotFoundError("no such kernel"));
+        return reply(k->second->load_wide(payload.subspan(sizeof id)));
+      }
       case Op::kImportBuffer: {
         ImportRecord r;
         if (absl::Status s = read(payload, &r); !s.ok()) return s;
@@ -601,21 +647,28 @@ class WorkerServer {
       own_cache.store(code.key(), code.code());
     absl::StatusOr<std::unique_ptr<CompiledKernel>> compiled;
     absl::StatusOr<OwnedCompileRequest> request = from_message(message);
-    // Kept for a build on the wide device, should a launch want it.
+    // Kept with its request, for the build on the wide device that kad
+    // hands over should a launch want it (a session's worker loads it from
+    // there; a compile worker compiles only).
     auto keep = [&](std::unique_ptr<CompiledKernel> kernel) {
       std::optional<OwnedCompileRequest> again;
-      if (wide_ != nullptr && request.ok()) again = *request;
-      kernels_[id.id] = std::make_unique<LoadedKernel>(std::move(kernel), wide_, std::move(again));
+      if (wide_ != nullptr && request.ok() && op == Op::kLoadKernel) again = *request;
+      kernels_[id.id] = std::make_unique<LoadedKernel>(id.id, std::move(kernel), wide_,
+                                                       std::move(again), &wide_wants_);
     };
+    // kCompileWide: a compile worker builds for the wide device beside its own.
+    Device* target = op == Op::kCompileWide ? wide_ : &device_;
     uint32_t flags = 0;
     if (!request.ok()) {
       compiled = request.status();
+    } else if (target == nullptr) {
+      compiled = absl::FailedPreconditionError("this worker has no wide device");
     } else if (op == Op::kLoadKernel && !message.program_binary().empty()) {
       // Built by a compile worker: loaded, not compiled again.
       compiled = device_.load_program_binary(request->view(), message.program_binary());
       flags = kLoadedProgramBinary;
     } else {
-      compiled = device_.compile(request->view());
+      compiled = target->compile(request->view());
     }
     if (op == Op::kLoadKernel) {
       absl::Status status = compiled.status();
@@ -626,7 +679,7 @@ class WorkerServer {
     if (compiled.ok()) {
       // A device without program binaries leaves it empty: then each worker
       // that needs the kernel compiles it.
-      absl::StatusOr<std::string> binary = device_.program_binary(**compiled);
+      absl::StatusOr<std::string> binary = target->program_binary(**compiled);
       if (binary.ok()) *answer.mutable_program_binary() = *std::move(binary);
     }
     const std::string out = answer.SerializeAsString();
@@ -665,6 +718,7 @@ class WorkerServer {
   Device* const wide_;  // the wide device beside device_ (launch_executor.h), or null
   static constexpr absl::Duration kSleepCheck = absl::Seconds(5);
   std::unique_ptr<LaunchRing> ring_;  // once kad attached it (kLaunchRing)
+  WideWants wide_wants_;              // through ring_
   uint64_t messages_read_ = 0;        // since then
   LaunchRecord launch_;
   std::array<KernelArg, kMaxKernelArgs> args_;

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "server/worker/wide_builds.h"
 #include "server/worker/worker_confinement.h"
 #include "spdlog/spdlog.h"
 
@@ -14,14 +15,17 @@ void set_pocl_worker_driver(WorkerOptions& options, const std::string& driver) {
   options.command.args.push_back(absl::StrCat("--pocl-worker-driver=", driver));
   options.kernels_hold_requests = pocl_driver_holds_requests(driver);
   options.build_variant = pocl_driver_build_variant(driver);
+  options.wide_device = pocl_driver_has_wide_device(driver);
 }
 
-WorkerPool::WorkerPool(WorkerOptions options) : options_(std::move(options)) {
+WorkerPool::WorkerPool(WorkerOptions options)
+    : options_(std::move(options)), wide_builds_(std::make_unique<WideBuilds>(*this)) {
   refiller_ = std::thread([this] { refill(); });
   watchdog_ = std::thread([this] { watchdog(); });
 }
 
 WorkerPool::~WorkerPool() {
+  wide_builds_.reset();  // its thread starts compile workers here
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;

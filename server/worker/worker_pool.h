@@ -49,6 +49,10 @@ inline std::string pocl_driver_build_variant(std::string_view driver) {
   return driver == "pthread" ? std::string() : "pocl driver " + std::string(driver);
 }
 
+// Beside basic, a worker runs PoCL's pthread too: the wide device on which
+// a kernel's long launches get every core (launch_executor.h).
+inline bool pocl_driver_has_wide_device(std::string_view driver) { return driver == "basic"; }
+
 struct WorkerOptions {
   WorkerCommand command;  // empty executable: no workers, kernels run in the daemon
   // A launch that runs longer ends its worker (--launch-timeout).
@@ -73,6 +77,9 @@ struct WorkerOptions {
   // a binary built for one driver never loads into another. Empty: none
   // (pthread, PoCL's own default).
   std::string build_variant = pocl_driver_build_variant(kDefaultPoclWorkerDriver);
+  // Workers of PoCL's CPU device run a wide device beside it, whose builds
+  // compile workers make when a session's worker asks (wide_builds.h).
+  bool wide_device = pocl_driver_has_wide_device(kDefaultPoclWorkerDriver);
   // Readies a spare before anyone takes it, on the pool's thread: the
   // engine puts it into the default tenant's CPU group there, since moving
   // a process between groups takes about 10 ms (cgroup v1 waits for an RCU
@@ -88,6 +95,8 @@ struct WorkerOptions {
 // Has the workers of `options` run PoCL's CPU device on PoCL's `driver`:
 // `basic` (kad's default) or `pthread` (PoCL's own) (--pocl-worker-driver).
 void set_pocl_worker_driver(WorkerOptions& options, const std::string& driver);
+
+class WideBuilds;
 
 class WorkerPool {
  public:
@@ -125,6 +134,10 @@ class WorkerPool {
   // `request` alive: a kernel nobody holds any more is not preloaded.
   void remember(const std::string& device_id, const std::string& owner, uint64_t kernel_id,
                 const std::shared_ptr<const std::string>& request);
+
+  // Kernels' builds for the wide device beside the workers' own, shared by
+  // every session's worker (wide_builds.h).
+  WideBuilds& wide_builds() { return *wide_builds_; }
 
   // Watches `device`'s launches from now until it goes: one that runs past
   // its deadline ends its worker even if nobody waits for it.
@@ -165,6 +178,7 @@ class WorkerPool {
   bool take_waits_for(const std::string& device_id);
 
   WorkerOptions options_;
+  std::unique_ptr<WideBuilds> wide_builds_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, std::vector<std::unique_ptr<WorkerProcess>>> ready_
       ABSL_GUARDED_BY(mu_);

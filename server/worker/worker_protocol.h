@@ -4,8 +4,8 @@
 // memory travels as file descriptors (SCM_RIGHTS), never as bytes.
 //
 // The daemon sends requests; the worker answers those that need an answer
-// (kHello's, kCompile, kLoadKernel, kImportBuffer, kCreateQueue, kWait,
-// kLaunchRing), in order, and nothing else. Launches come through the
+// (kHello's, kCompile, kCompileWide, kLoadKernel, kLoadWide, kImportBuffer,
+// kCreateQueue, kWait, kLaunchRing), in order, and nothing else. Launches come through the
 // launch ring (launch_ring.h) once it is attached, by the socket when the
 // ring is full. Launches, frees and queue releases are not
 // answered. Each queue's launches are reported as they end on the queue's
@@ -44,6 +44,12 @@ enum class Op : uint32_t {
   kStatus,        // worker -> daemon: StatusRecord + message
   kCompileReply,  // worker -> daemon: worker.v1.CompileReply
   kLaunchRing,    // IdRecord + the launch ring's memfd (launch_ring.h) -> Status
+  // A compile worker: kCompile's request, built for the wide device beside
+  // its own (launch_executor.h) -> worker.v1.CompileReply.
+  kCompileWide,
+  // IdRecord + a kernel's program binary for the wide device, which a
+  // compile worker built (empty: there is none; it stays narrow) -> Status.
+  kLoadWide,
 };
 
 struct Header {

@@ -6,11 +6,13 @@
 #include "server/worker/launch_ring.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <cstring>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "gtest/gtest.h"
 
@@ -149,6 +151,39 @@ TEST(LaunchRing, AMessageSentJustBeforeTheWorkerSleepsWakesIt) {
   EXPECT_LT(std::chrono::steady_clock::now() - began, std::chrono::seconds(2))
       << "the worker slept through a message sent as it fell asleep";
   EXPECT_TRUE(t.worker->message_owed(0));
+}
+
+// A worker asks kad for kernels' builds for the wide device
+// (wide_builds.h) through the ring: kad takes each once, in order.
+TEST(LaunchRing, WideWantsReachKadOnceEachInTheOrderAsked) {
+  TwoSides t = make_ring();
+  std::vector<uint64_t> taken;
+  t.kad->take_wide_wants([&](uint64_t id) { taken.push_back(id); });
+  EXPECT_TRUE(taken.empty());
+  t.worker->want_wide(7);
+  t.worker->want_wide(9);
+  t.kad->take_wide_wants([&](uint64_t id) { taken.push_back(id); });
+  EXPECT_EQ(taken, (std::vector<uint64_t>{7, 9}));
+  t.kad->take_wide_wants([&](uint64_t id) { taken.push_back(id); });
+  EXPECT_EQ(taken.size(), 2u) << "taken twice";
+}
+
+// The count of wants is the worker's: one that leaps or goes back gives kad
+// no more than the ring's entries to look at (each of which kad checks).
+TEST(LaunchRing, AScribbledWideWantCountGivesKadAtMostTheRingsEntries) {
+  TwoSides t = make_ring();
+  void* page =
+      mmap(nullptr, LaunchRing::kHeaderBytes, PROT_READ | PROT_WRITE, MAP_SHARED, t.kad->fd(), 0);
+  ASSERT_NE(page, MAP_FAILED);
+  auto* header = static_cast<LaunchRingHeader*>(page);
+  for (const uint64_t count : {uint64_t{1} << 60, uint64_t{3}}) {
+    header->wide_wants.store(count);
+    uint64_t n = 0;
+    t.kad->take_wide_wants([&](uint64_t) { ++n; });
+    EXPECT_LE(n, LaunchRingHeader::kWideWants) << count;
+    EXPECT_GT(n, 0u) << count;
+  }
+  munmap(page, LaunchRing::kHeaderBytes);
 }
 
 }  // namespace

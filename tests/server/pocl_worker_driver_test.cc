@@ -13,6 +13,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -24,12 +25,14 @@
 #include "gtest/gtest.h"
 #include "server/worker/isolated_device.h"
 #include "server/worker/launch_executor.h"
+#include "server/worker/wide_builds.h"
 #include "tests/support/pocl.h"
 
 namespace kad {
 namespace {
 
 using server::worker::IsolatedDevice;
+using server::worker::WideBuilds;
 using server::worker::WorkerOptions;
 using server::worker::WorkerPool;
 
@@ -220,10 +223,19 @@ struct WhereItRan {
 class QueueInWorker {
  public:
   explicit QueueInWorker(const std::string& driver = "basic")
-      : driver_(driver), pool_(options_on(driver)), device_(testing::pocl_device(), pool_) {}
+      : driver_(driver),
+        own_pool_(std::in_place, options_on(driver)),
+        pool_(*own_pool_),
+        device_(testing::pocl_device(), pool_) {}
+  // A session of `pool`'s, whose kernel is the one of `nonce`.
+  QueueInWorker(WorkerPool& pool, std::string nonce)
+      : driver_("basic"),
+        nonce_(std::move(nonce)),
+        pool_(pool),
+        device_(testing::pocl_device(), pool_) {}
   // A queue and a buffer; `n` loops of about `seconds` (0 on failure).
   int32_t start(double seconds) {
-    kernel_ = slow_kernel();
+    kernel_ = nonce_.empty() ? slow_kernel() : slow_kernel(nonce_);
     if (kernel_ == nullptr) return 0;
     const int32_t n = loops_for(device_, *kernel_, cache_, seconds);
     auto queue = device_.create_queue();
@@ -251,12 +263,23 @@ class QueueInWorker {
     EXPECT_TRUE(r.ok() && queue_->wait(r->event).ok()) << loops << " loops";
   }
   WhereItRan ran(int32_t loops, uint64_t group = kItems) { return ran_many(loops, 1, group); }
-  // Whether the worker's thread that builds a kernel for the wide device
-  // (if any) ended within 20 s.
+  // Whether a compile worker made a build for the wide device, or found
+  // none, within 30 s (the first launch after it gets it).
   bool wide_build_ended() const {
-    for (int i = 0; i < 2000; ++i) {
-      if (threads_named(worker_, "kad-wide-build").empty()) return true;
+    for (int i = 0; i < 3000; ++i) {
+      const WideBuilds::Stats s = pool_.wide_builds().stats();
+      if (s.built + s.failed > 0) return true;
       absl::SleepFor(absl::Milliseconds(10));
+    }
+    return false;
+  }
+  // Whether launches of `loops` in work-groups of one item come to run on
+  // PoCL's pool (the wide device) within 30 s.
+  bool goes_wide(int32_t loops) {
+    run(1);  // short, of one work-group
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      if (ran(loops, 1).where() == "pool") return true;
     }
     return false;
   }
@@ -281,11 +304,15 @@ class QueueInWorker {
     return out;
   }
 
+  WideBuilds::Stats wide_builds() const { return pool_.wide_builds().stats(); }
+
   static constexpr uint64_t kItems = 16;
 
  private:
   std::string driver_;
-  WorkerPool pool_;
+  std::string nonce_;  // empty: a kernel of its own
+  std::optional<WorkerPool> own_pool_;
+  WorkerPool& pool_;
   IsolatedDevice device_;
   KernelCache cache_;
   std::unique_ptr<Kernel> kernel_;
@@ -326,12 +353,16 @@ TEST(PoclWorkerDriver, OnBasicALongKernelsLaunchesOfSeveralWorkGroupsRunOnPoclsP
   // thread's CPU clock (wide_choice.h): two of those in a row are worth a try.
   EXPECT_EQ(q.ran(n, 1).where(), "queue") << "the second, on one core still";
   EXPECT_EQ(q.ran(n, 1).where(), "queue") << "the third, on one core still";
-  // The fourth wants the wide device: it runs on one core while the kernel
-  // is built for the wide device on another thread (whose CPU time counts
-  // as the pool's here).
+  // The fourth wants the wide device: it runs on one core, and the worker
+  // asks kad for the kernel's build there. kad has a compile worker make
+  // it when it writes the fifth, which runs on one core meanwhile.
+  const WhereItRan asking = q.ran(n, 1);
+  EXPECT_GT(asking.queue, absl::Milliseconds(150)) << asking.where();
   const WhereItRan during_build = q.ran(n, 1);
   EXPECT_GT(during_build.queue, absl::Milliseconds(150)) << during_build.where();
   ASSERT_TRUE(q.wide_build_ended());
+  EXPECT_EQ(q.wide_builds().built, 1u);
+  // The worker is handed the build with the next launch.
   // PoCL's pthread build of this kernel is several times faster than its
   // basic one (more than the cores): a launch there is well under one
   // core's, even on a busy machine.
@@ -356,6 +387,34 @@ TEST(PoclWorkerDriver, OnBasicALongKernelsLaunchesOfSeveralWorkGroupsRunOnPoclsP
   // As in OnBasicShortLaunchesRunWithoutPoclsPool: 4000 short launches
   // take PoCL's pool more than 20 ms of CPU time on pthread (75-95 ms on the 2-core VM).
   EXPECT_LT(q.ran_many(1, 4000, 1).pool, absl::Milliseconds(20)) << "back on one core";
+}
+
+// A kernel's build for the wide device is made by a compile worker, once
+// per key for every session's worker (no session's worker builds code that
+// another loads): a second session's worker that wants it is handed the
+// same build, and a kad started later (a new pool) finds it in its code cache.
+TEST(PoclWorkerDriver, OnBasicAKernelsBuildForTheWideDeviceIsMadeOnceForEverySession) {
+  const std::string nonce = new_nonce();
+  WorkerPool pool(options_on("basic"));
+  QueueInWorker first(pool, nonce), second(pool, nonce);
+  const int32_t n = first.start(0.15);
+  ASSERT_GT(n, 0);
+  ASSERT_TRUE(first.goes_wide(n));
+  ASSERT_GT(second.start(0.15), 0);
+  ASSERT_TRUE(second.goes_wide(n));
+  WideBuilds::Stats made = pool.wide_builds().stats();
+  EXPECT_EQ(made.built, 1u) << "built again for the second session";
+  EXPECT_EQ(made.failed, 0u);
+  EXPECT_EQ(made.given, 2u);
+
+  WorkerPool later(options_on("basic"));
+  QueueInWorker third(later, nonce);
+  ASSERT_GT(third.start(0.15), 0);
+  ASSERT_TRUE(third.goes_wide(n));
+  made = later.wide_builds().stats();
+  EXPECT_EQ(made.built, 0u) << "a restarted kad built it again";
+  EXPECT_EQ(made.from_cache, 1u);
+  EXPECT_EQ(made.given, 1u);
 }
 
 // Short launches on basic run on the worker's request loop, not on a pool

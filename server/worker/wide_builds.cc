@@ -1,0 +1,159 @@
+#include "server/worker/wide_builds.h"
+
+#include <pthread.h>
+
+#include <system_error>
+
+#include "absl/strings/str_format.h"
+#include "core/code_cache.h"
+#include "core/kernel_lowering.h"
+#include "server/worker/program_build.h"
+#include "server/worker/worker_codec.h"
+#include "server/worker/worker_pool.h"
+#include "spdlog/spdlog.h"
+
+namespace kad::server::worker {
+
+WideBuilds::~WideBuilds() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+  }
+  stoppable_.stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::shared_ptr<const WideBuilds::Build> WideBuilds::want(
+    Device& device, const std::string& key, const std::string& entry,
+    std::shared_ptr<const std::string> request) {
+  absl::MutexLock lock(&mu_);
+  if (auto known = builds_.find(key); known != builds_.end()) return known->second;
+  auto build = std::make_shared<Build>();
+  build->entry = entry;
+  // Built before, by this kad or one before it.
+  if (std::optional<std::string> stored = KernelLowering::shared().cache().load(key)) {
+    wire::CompileReply reply;
+    if (reply.ParseFromString(*stored) && reply.code() == 0 && !reply.program_binary().empty()) {
+      build->binary = std::move(*reply.mutable_program_binary());
+      build->done.store(true, std::memory_order_release);
+      ++stats_.from_cache;
+      keep(key, build);
+      return build;
+    }
+  }
+  if (stopping_) {
+    build->binary = absl::CancelledError("kad is stopping");
+    build->done.store(true, std::memory_order_release);
+    return build;
+  }
+  if (!thread_.joinable()) {
+    try {
+      thread_ = std::thread([this] { run(); });
+    } catch (const std::system_error& e) {
+      build->binary = absl::ResourceExhaustedError(
+          absl::StrFormat("kad cannot start a thread for builds: %s", e.what()));
+      build->done.store(true, std::memory_order_release);
+      return build;
+    }
+  }
+  builds_[key] = build;
+  jobs_.push_back({&device, key, std::move(request), build});
+  ++unfinished_;
+  return build;
+}
+
+void WideBuilds::keep(const std::string& key, std::shared_ptr<Build> build) {
+  builds_[key] = std::move(build);
+  done_keys_.push_back(key);
+  if (done_keys_.size() > kKept) {
+    builds_.erase(done_keys_.front());
+    done_keys_.pop_front();
+  }
+}
+
+bool WideBuilds::idle() const {
+  absl::MutexLock lock(&mu_);
+  return unfinished_ == 0;
+}
+
+void WideBuilds::note_given() {
+  absl::MutexLock lock(&mu_);
+  ++stats_.given;
+}
+
+WideBuilds::Stats WideBuilds::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+void WideBuilds::run() {
+  pthread_setname_np(pthread_self(), "kad-wide-build");
+  for (;;) {
+    Job job;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](WideBuilds* b)
+               ABSL_NO_THREAD_SAFETY_ANALYSIS { return b->stopping_ || !b->jobs_.empty(); },
+          this));
+      if (stopping_) {
+        for (Job& left : jobs_) {
+          left.build->binary = absl::CancelledError("kad is stopping");
+          left.build->done.store(true, std::memory_order_release);
+        }
+        unfinished_ -= jobs_.size();
+        jobs_.clear();
+        return;
+      }
+      job = std::move(jobs_.front());
+      jobs_.pop_front();
+    }
+    absl::StatusOr<std::string> binary = make(job);
+    if (!binary.ok()) {
+      spdlog::info(
+          "kernel `{}` on {} stays on one core in workers: no build for the wide "
+          "device ({})",
+          job.build->entry, job.device->info().id, std::string(binary.status().message()));
+    }
+    absl::MutexLock lock(&mu_);
+    ++(binary.ok() ? stats_.built : stats_.failed);
+    --unfinished_;
+    job.build->binary = std::move(binary);
+    job.build->done.store(true, std::memory_order_release);
+    // A failed build is asked again by the next want (a compile worker that
+    // failed to start, say); a made one is kept for the next wants.
+    builds_.erase(job.key);
+    if (job.build->binary.ok()) keep(job.key, job.build);
+  }
+}
+
+absl::StatusOr<std::string> WideBuilds::make(const Job& job) {
+  wire::Compile message;
+  if (!message.ParseFromString(*job.request))
+    return absl::InternalError("kad's own compile request does not parse");
+  absl::StatusOr<OwnedCompileRequest> request = from_message(message);
+  if (!request.ok()) return request.status();
+  // The code lowered by kad's tools, as for the kernel's own build; built
+  // from it, not loaded from the binary for the worker's own device.
+  absl::StatusOr<std::vector<LoweredCode>> lowered = job.device->lower_ahead(request->view());
+  if (!lowered.ok()) return lowered.status();
+  message.clear_program_binary();
+  message.clear_lowered();
+  for (LoweredCode& code : *lowered) {
+    wire::LoweredCode* out = message.add_lowered();
+    out->set_key(std::move(code.key));
+    out->set_code(std::move(code.code));
+  }
+  absl::StatusOr<wire::CompileReply> reply =
+      build_program(pool_, job.device->info(), job.key, Op::kCompileWide, job.build->entry,
+                    message.SerializeAsString(), &stoppable_);
+  if (!reply.ok()) return reply.status();
+  // The compile worker's word, checked as any worker's.
+  if (absl::StatusOr<CompiledKernelInfo> built = from_reply(*reply); !built.ok())
+    return built.status();
+  if (reply->program_binary().empty())
+    return absl::UnimplementedError("the wide device keeps no program binaries");
+  return std::move(*reply->mutable_program_binary());
+}
+
+}  // namespace kad::server::worker
