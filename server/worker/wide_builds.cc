@@ -5,6 +5,7 @@
 #include <system_error>
 
 #include "absl/strings/str_format.h"
+#include "absl/time/clock.h"
 #include "core/code_cache.h"
 #include "core/kernel_lowering.h"
 #include "server/worker/program_build.h"
@@ -108,8 +109,15 @@ void WideBuilds::run() {
       job = std::move(jobs_.front());
       jobs_.pop_front();
     }
+    const absl::Time started = absl::Now();
     absl::StatusOr<std::string> binary = make(job);
-    if (!binary.ok()) {
+    if (binary.ok()) {
+      spdlog::info(
+          "kernel `{}` on {} built for every core in workers ({}, {} bytes), once for "
+          "every session",
+          job.build->entry, job.device->info().id, absl::FormatDuration(absl::Now() - started),
+          binary->size());
+    } else {
       spdlog::info(
           "kernel `{}` on {} stays on one core in workers: no build for the wide "
           "device ({})",
