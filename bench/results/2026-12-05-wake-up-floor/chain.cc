@@ -9,15 +9,19 @@
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <vector>
 
-struct alignas(64) Word { std::atomic<uint32_t> v{0}; };
+struct alignas(64) Word {
+  std::atomic<uint32_t> v{0};
+};
 static void wait_change(std::atomic<uint32_t>* w, uint32_t seen, int spin) {
-  for (int i = 0; i < spin; ++i) if (w->load(std::memory_order_acquire) != seen) return;
+  for (int i = 0; i < spin; ++i)
+    if (w->load(std::memory_order_acquire) != seen) return;
   while (w->load(std::memory_order_acquire) == seen)
     syscall(SYS_futex, w, FUTEX_WAIT, seen, nullptr, nullptr, 0);
 }
@@ -39,7 +43,8 @@ int main(int argc, char** argv) {
   const int hops = path.size() - 1;
   while (static_cast<int>(spins.size()) < hops) spins.push_back(spins.back());
   auto spin_of = [&](int hop) { return spins[hop]; };
-  auto* words = static_cast<Word*>(mmap(nullptr, 64 * 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
+  auto* words = static_cast<Word*>(
+      mmap(nullptr, 64 * 64, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0));
   for (int i = 0; i < 64; ++i) new (&words[i]) Word();
   // hop h: party path[h] bumps words[h+1]; party path[h+1] waits on it.
   int parties = 0;
@@ -65,9 +70,15 @@ int main(int argc, char** argv) {
   for (int r = 0; r < rounds; ++r) {
     bump(&words[1].v);
     for (int h = 1; h < hops; ++h)
-      if (path[h + 1] == 0) { wait_change(&words[h + 1].v, seen[h + 1], spin_of(h)); ++seen[h + 1]; if (h + 1 < hops) bump(&words[h + 2].v); }
+      if (path[h + 1] == 0) {
+        wait_change(&words[h + 1].v, seen[h + 1], spin_of(h));
+        ++seen[h + 1];
+        if (h + 1 < hops) bump(&words[h + 2].v);
+      }
   }
-  auto dt = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+  auto dt =
+      std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
   for (pid_t k : kids) waitpid(k, nullptr, 0);
-  printf("path %s spins %s: %.2f us per round trip (%d hand-offs)\n", argv[1], argc > 2 ? argv[2] : "0", dt / rounds, hops);
+  printf("path %s spins %s: %.2f us per round trip (%d hand-offs)\n", argv[1],
+         argc > 2 ? argv[2] : "0", dt / rounds, hops);
 }
