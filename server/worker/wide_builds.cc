@@ -64,10 +64,19 @@ std::shared_ptr<const WideBuilds::Build> WideBuilds::want(
 }
 
 void WideBuilds::keep(const std::string& key, std::shared_ptr<Build> build) {
+  if (const auto& charge = pool_.options().charge_host_memory; charge) {
+    absl::StatusOr<std::shared_ptr<void>> taken = charge(build->binary->size());
+    if (!taken.ok()) return;
+    build->charge = *std::move(taken);
+  }
+  stats_.kept_bytes += build->binary->size();
   builds_[key] = std::move(build);
   done_keys_.push_back(key);
   if (done_keys_.size() > kKept) {
-    builds_.erase(done_keys_.front());
+    if (auto oldest = builds_.find(done_keys_.front()); oldest != builds_.end()) {
+      stats_.kept_bytes -= oldest->second->binary->size();
+      builds_.erase(oldest);
+    }
     done_keys_.pop_front();
   }
 }

@@ -43,12 +43,16 @@ class WideBuilds {
     std::atomic<bool> done{false};
     absl::StatusOr<std::string> binary = absl::UnavailableError("not built yet");
     std::string entry;
+    // Its share of kad's host-memory guard while kept for later wants: a
+    // client can make a binary of tens of MiB (a large constant array).
+    std::shared_ptr<void> charge;
   };
   struct Stats {
     uint64_t built = 0;       // by compile workers
     uint64_t from_cache = 0;  // found in kad's code cache
     uint64_t failed = 0;
-    uint64_t given = 0;  // binaries handed to session workers
+    uint64_t given = 0;       // binaries handed to session workers
+    uint64_t kept_bytes = 0;  // of the binaries kept for later wants
   };
 
   explicit WideBuilds(WorkerPool& pool) : pool_(pool) {}
@@ -79,7 +83,9 @@ class WideBuilds {
   };
   void run();
   absl::StatusOr<std::string> make(const Job& job);
-  // Keeps a made build for the next wants, the kKept newest.
+  // Keeps a made build for the next wants, the kKept newest, each within
+  // kad's host-memory guard (a build the guard refuses is not kept: later
+  // wants find it in the code cache).
   void keep(const std::string& key, std::shared_ptr<Build> build)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 

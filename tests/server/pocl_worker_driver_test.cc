@@ -10,6 +10,7 @@
 #include <sys/types.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <ctime>
 #include <filesystem>
@@ -422,6 +423,34 @@ TEST(PoclWorkerDriver, OnBasicAKernelsBuildForTheWideDeviceIsMadeOnceForEverySes
   EXPECT_EQ(made.built, 0u) << "a restarted kad built it again";
   EXPECT_EQ(made.from_cache, 1u);
   EXPECT_EQ(made.given, 1u);
+}
+
+// The builds for the wide device that kad keeps for later wants are
+// charged to its host-memory guard (a client can make a program binary of
+// tens of MiB), and given back when kad drops them.
+TEST(PoclWorkerDriver, OnBasicTheWideBuildsKadKeepsAreChargedToItsHostMemoryGuard) {
+  std::atomic<int64_t> charged{0};
+  WorkerOptions options = options_on("basic");
+  options.charge_host_memory = [&charged](uint64_t bytes) -> absl::StatusOr<std::shared_ptr<void>> {
+    charged += static_cast<int64_t>(bytes);
+    return std::shared_ptr<void>(
+        nullptr, [&charged, bytes](void*) { charged -= static_cast<int64_t>(bytes); });
+  };
+  {
+    WorkerPool pool(options);
+    {
+      QueueInWorker q(pool, new_nonce());
+      const int32_t n = q.start(0.15);
+      ASSERT_GT(n, 0);
+      ASSERT_TRUE(q.goes_wide(n));
+    }
+    // The session is gone, and its kernel with it: what is charged now is
+    // the wide build kad keeps.
+    const uint64_t kept = pool.wide_builds().stats().kept_bytes;
+    EXPECT_GT(kept, 0u);
+    EXPECT_EQ(charged.load(), static_cast<int64_t>(kept));
+  }
+  EXPECT_EQ(charged.load(), 0) << "kad stopped and kept a charge";
 }
 
 // Short launches on basic run on the worker's request loop, not on a pool
