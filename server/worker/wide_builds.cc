@@ -27,20 +27,28 @@ WideBuilds::~WideBuilds() {
 std::shared_ptr<const WideBuilds::Build> WideBuilds::want(
     Device& device, const std::string& key, const std::string& entry,
     std::shared_ptr<const std::string> request) {
-  absl::MutexLock lock(&mu_);
-  if (auto known = builds_.find(key); known != builds_.end()) return known->second;
+  {
+    absl::MutexLock lock(&mu_);
+    if (auto known = builds_.find(key); known != builds_.end()) return known->second;
+  }
   auto build = std::make_shared<Build>();
   build->entry = entry;
-  // Built before, by this kad or one before it.
+  // Built before, by this kad or one before it: read without the lock, which
+  // every session's launches that hand a build over take.
   if (std::optional<std::string> stored = KernelLowering::shared().cache().load(key)) {
     wire::CompileReply reply;
     if (reply.ParseFromString(*stored) && reply.code() == 0 && !reply.program_binary().empty()) {
       build->binary = std::move(*reply.mutable_program_binary());
       build->done.store(true, std::memory_order_release);
-      ++stats_.from_cache;
-      keep(key, build);
-      return build;
     }
+  }
+  absl::MutexLock lock(&mu_);
+  // Another want of the key may have come meanwhile: one build per key.
+  if (auto known = builds_.find(key); known != builds_.end()) return known->second;
+  if (build->done.load(std::memory_order_relaxed)) {
+    ++stats_.from_cache;
+    keep(key, build);
+    return build;
   }
   if (stopping_) {
     build->binary = absl::CancelledError("kad is stopping");
