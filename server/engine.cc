@@ -791,6 +791,10 @@ EngineCounters Engine::counters() const {
     c.workers.started = w.started;
     c.workers.crashed = w.crashed;
     c.workers.timed_out = w.timed_out;
+    const worker::WideBuilds::Stats wide = workers_->wide_builds().stats();
+    c.workers.wide_built = wide.built;
+    c.workers.wide_from_cache = wide.from_cache;
+    c.workers.wide_failed = wide.failed;
     c.workers.walls = w.walls;
   }
   for (size_t i = 0; i < registry_.devices.size(); ++i) {

@@ -95,6 +95,10 @@ struct EngineCounters {
   struct Workers {
     uint64_t running = 0;  // sessions' workers and spares
     uint64_t started = 0, crashed = 0, timed_out = 0;
+    // Kernels' builds for the wide device beside basic workers' own
+    // (worker/wide_builds.h): made by compile workers, found in the code
+    // cache, failed.
+    uint64_t wide_built = 0, wide_from_cache = 0, wide_failed = 0;
     std::string walls;  // describe_walls() of the newest worker; empty before one
   };
   Workers workers;

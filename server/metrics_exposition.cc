@@ -98,6 +98,14 @@ std::string prometheus_text(const EngineCounters& c, const RequestCounters& requ
     f.sample(c.workers.crashed, label("reason", "crashed"));
     f.sample(c.workers.timed_out, label("reason", "timed_out"));
   }
+  {
+    Family f(out, "kad_worker_wide_builds_total", "counter",
+             "Kernels' builds for every core in workers (PoCL's pthread beside basic), by where "
+             "they came from: a compile worker, kad's code cache, or none (failed).");
+    f.sample(c.workers.wide_built, label("source", "built"));
+    f.sample(c.workers.wide_from_cache, label("source", "code_cache"));
+    f.sample(c.workers.wide_failed, label("source", "failed"));
+  }
 
   struct PerDevice {
     const char* name;

@@ -45,5 +45,19 @@ TEST(MetricsExposition, ATenantNameCannotForgeASeriesAndBucketsAreCumulative) {
               HasSubstr("kad_launch_latency_seconds_sum{device=\"opencl:pocl:0\"} 60.003005\n"));
 }
 
+// Builds for the wide device, by where they came from.
+TEST(MetricsExposition, WideBuildsAreCountedBySource) {
+  EngineCounters c;
+  c.workers.wide_built = 2;
+  c.workers.wide_from_cache = 5;
+  c.workers.wide_failed = 1;
+  RequestCounters requests;
+  const std::string page = prometheus_text(c, requests);
+  EXPECT_THAT(page, HasSubstr("# TYPE kad_worker_wide_builds_total counter\n"));
+  EXPECT_THAT(page, HasSubstr("kad_worker_wide_builds_total{source=\"built\"} 2\n"));
+  EXPECT_THAT(page, HasSubstr("kad_worker_wide_builds_total{source=\"code_cache\"} 5\n"));
+  EXPECT_THAT(page, HasSubstr("kad_worker_wide_builds_total{source=\"failed\"} 1\n"));
+}
+
 }  // namespace
 }  // namespace kad::server
