@@ -1,7 +1,8 @@
 // A compile worker that lies (DESIGN §8): a compile worker runs a client's
 // module through the driver's compiler, which that module may take over, so
 // kad trusts nothing it answers. This one says hello as kad's workers do,
-// then answers each compile with a reply that claims success and carries a
+// then answers each compile (for its device or the wide one beside it)
+// with a reply that claims success and carries a
 // program binary, but reports limits no kernel has (a group of 0
 // work-items). Started through a WorkerPool by
 // tests/server/worker_lies_test.cc.
@@ -29,7 +30,9 @@ int main(int argc, char** argv) {
     std::span<const std::byte> payload;
     if (!reader.next(&header, &payload, nullptr, absl::InfiniteFuture(), 64 << 20).ok())
       return 0;  // kad hung up
-    if (header.op != static_cast<uint32_t>(worker::Op::kCompile)) return 3;
+    if (header.op != static_cast<uint32_t>(worker::Op::kCompile) &&
+        header.op != static_cast<uint32_t>(worker::Op::kCompileWide))
+      return 3;
     kad::worker::v1::CompileReply lie;
     lie.set_code(0);
     lie.set_max_workgroup_size(0);
