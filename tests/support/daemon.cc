@@ -73,12 +73,10 @@ absl::Status Daemon::launch(const std::string& tcp_listen, std::vector<std::stri
   // comes when the thread that started kad ends: tests start their kads on
   // their main thread.
   constexpr char kSetpriv[] = "/usr/bin/setpriv";
-  std::vector<std::string> argv;
-  if (access(kSetpriv, X_OK) == 0) argv = {kSetpriv, "--pdeathsig", "KILL"};
-  for (std::string arg :
-       {std::string(KAD_DAEMON_PATH), std::string("--listen"), "unix:" + dir_ + "/kad.sock",
-        std::string("--listen"), tcp_listen, std::string("--ready-file"), ready})
-    argv.push_back(std::move(arg));
+  std::vector<std::string> argv = {
+      KAD_DAEMON_PATH, "--listen", "unix:" + dir_ + "/kad.sock", "--listen", tcp_listen,
+      "--ready-file",  ready};
+  if (access(kSetpriv, X_OK) == 0) argv.insert(argv.begin(), {kSetpriv, "--pdeathsig", "KILL"});
   argv.insert(argv.end(), extra_args.begin(), extra_args.end());
   pid_ = spawn(argv, dir_ + "/kad.log");
   if (pid_ < 0) return absl::InternalError("fork failed");
