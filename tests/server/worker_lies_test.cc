@@ -22,18 +22,23 @@
 namespace kad::server::worker {
 namespace {
 
+// A kernel `entry` of a module no code cache has seen, compiled from source
+// on `pocl`.
+absl::StatusOr<testing::SourceCompile> unseen_kernel(Device& pocl, const std::string& entry) {
+  std::random_device random;
+  const uint64_t nonce = (uint64_t{random()} << 32) | random();
+  return testing::source_compile(
+      pocl,
+      absl::StrCat("// nonce ", nonce, "\nkernel void ", entry,
+                   "(KAD_CONTEXT, global int* out) {\n"
+                   "  if (kad_active()) out[kad_global_linear()] = 1;\n}\n"),
+      entry);
+}
+
 TEST(WorkerLies, ACompileReplyKadCannotUseIsAnErrorAndIsNotKeptForTheNextCompile) {
   if (!KernelLowering::shared().cache().enabled()) GTEST_SKIP() << "the code cache is off";
   Device& pocl = testing::pocl_device();
-  // A module no code cache has seen.
-  std::random_device random;
-  const uint64_t nonce = (uint64_t{random()} << 32) | random();
-  absl::StatusOr<testing::SourceCompile> compile = testing::source_compile(
-      pocl,
-      absl::StrCat("// nonce ", nonce,
-                   "\nkernel void lied_about(KAD_CONTEXT, global int* out) {\n"
-                   "  if (kad_active()) out[kad_global_linear()] = 1;\n}\n"),
-      "lied_about");
+  absl::StatusOr<testing::SourceCompile> compile = unseen_kernel(pocl, "lied_about");
   ASSERT_TRUE(compile.ok()) << compile.status();
   const CompileRequest request = compile->request();
 
@@ -63,14 +68,7 @@ TEST(WorkerLies, ACompileReplyKadCannotUseIsAnErrorAndIsNotKeptForTheNextCompile
 TEST(WorkerLies, AWideBuildReplyKadCannotUseIsNoBuildAndIsNotKept) {
   if (!KernelLowering::shared().cache().enabled()) GTEST_SKIP() << "the code cache is off";
   Device& pocl = testing::pocl_device();
-  std::random_device random;
-  const uint64_t nonce = (uint64_t{random()} << 32) | random();
-  absl::StatusOr<testing::SourceCompile> compile = testing::source_compile(
-      pocl,
-      absl::StrCat("// nonce ", nonce,
-                   "\nkernel void lied_about_wide(KAD_CONTEXT, global int* out) {\n"
-                   "  if (kad_active()) out[kad_global_linear()] = 1;\n}\n"),
-      "lied_about_wide");
+  absl::StatusOr<testing::SourceCompile> compile = unseen_kernel(pocl, "lied_about_wide");
   ASSERT_TRUE(compile.ok()) << compile.status();
   const CompileRequest request = compile->request();
   auto message = std::make_shared<const std::string>(to_message(request).SerializeAsString());
