@@ -606,14 +606,9 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   // Lowered here, by the daemon's tools, into the code cache the workers
   // may only read. No lock of the session's is held: a compile takes
   // seconds, and the session's queues go on meanwhile.
-  absl::StatusOr<std::vector<LoweredCode>> lowered = shared_.lower_ahead(request);
+  absl::StatusOr<wire::Compile> lowered = compile_message(shared_, request);
   if (!lowered.ok()) return lowered.status();
-  wire::Compile message = to_message(request);
-  for (LoweredCode& code : *lowered) {
-    wire::LoweredCode* out = message.add_lowered();
-    out->set_key(std::move(code.key));
-    out->set_code(std::move(code.code));
-  }
+  wire::Compile& message = *lowered;
   absl::StatusOr<wire::CompileReply> built = build_program(
       pool_, info(), program_binary_key(info(), pool_.options().build_variant, request),
       Op::kCompile, request.signature.entry, message.SerializeAsString());

@@ -110,7 +110,7 @@ class LaunchRing {
   void want_wide(uint64_t kernel);
   // kad: calls `f(kernel)` for each kernel the worker asked a wide build for
   // since the last look (a worker that asks more often than kad looks loses
-  // the oldest: each is asked again at a later launch). Cheap when none.
+  // the oldest, which then stay on one core). Cheap when none.
   template <typename F>
   void take_wide_wants(F f);
   // The worker: whether kad has sent more messages than `read`.

@@ -18,17 +18,33 @@ std::string program_binary_key(const DeviceInfo& device, const std::string& vari
                       variant.empty() ? "" : absl::StrCat(variant, "\n"), request.key.canonical());
 }
 
+absl::StatusOr<wire::Compile> compile_message(Device& lowering, const CompileRequest& request) {
+  absl::StatusOr<std::vector<LoweredCode>> lowered = lowering.lower_ahead(request);
+  if (!lowered.ok()) return lowered.status();
+  wire::Compile message = to_message(request);
+  for (LoweredCode& code : *lowered) {
+    wire::LoweredCode* out = message.add_lowered();
+    out->set_key(std::move(code.key));
+    out->set_code(std::move(code.code));
+  }
+  return message;
+}
+
+std::optional<wire::CompileReply> cached_build(const std::string& key) {
+  std::optional<std::string> stored = KernelLowering::shared().cache().load(key);
+  if (!stored) return std::nullopt;
+  wire::CompileReply reply;
+  if (!reply.ParseFromString(*stored) || reply.code() != 0 || reply.program_binary().empty())
+    return std::nullopt;
+  return reply;
+}
+
 absl::StatusOr<wire::CompileReply> build_program(WorkerPool& pool, const DeviceInfo& device,
                                                  const std::string& key, Op op,
                                                  const std::string& entry,
                                                  const std::string& message,
                                                  StoppableBuild* stoppable) {
-  CodeCache& cache = KernelLowering::shared().cache();
-  if (std::optional<std::string> stored = cache.load(key)) {
-    wire::CompileReply reply;
-    if (reply.ParseFromString(*stored) && reply.code() == 0 && !reply.program_binary().empty())
-      return reply;
-  }
+  if (std::optional<wire::CompileReply> cached = cached_build(key)) return *std::move(cached);
   absl::StatusOr<std::unique_ptr<WorkerProcess>> worker = pool.start_compile_worker(device.id);
   if (!worker.ok()) return worker.status();
   WorkerProcess& w = **worker;
@@ -86,7 +102,7 @@ absl::StatusOr<wire::CompileReply> build_program(WorkerPool& pool, const DeviceI
   if (reply.code() == 0 && !reply.program_binary().empty() && from_reply(reply).ok()) {
     wire::CompileReply kept = reply;
     kept.clear_message();  // the log of a compile that worked
-    cache.store(key, kept.SerializeAsString());
+    KernelLowering::shared().cache().store(key, kept.SerializeAsString());
   }
   return reply;
 }

@@ -4,6 +4,7 @@
 // in which a client's code ran ever wrote a binary that another loads.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -20,6 +21,14 @@ namespace kad::server::worker {
 // own default).
 std::string program_binary_key(const DeviceInfo& device, const std::string& variant,
                                const CompileRequest& request);
+
+// `request` as a worker.v1.Compile, with the code kad's tools lower for it
+// (`lowering`: kad's own device, never a worker's), for a compile worker.
+absl::StatusOr<wire::Compile> compile_message(Device& lowering, const CompileRequest& request);
+
+// The build kept under `key` in kad's code cache, if one is there that
+// worked and holds a program binary.
+std::optional<wire::CompileReply> cached_build(const std::string& key);
 
 // `message` (a serialized worker.v1.Compile of the kernel `entry`), built by
 // `op` (kCompile: for the worker's device; kCompileWide: for the wide device

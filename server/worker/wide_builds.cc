@@ -6,8 +6,6 @@
 
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
-#include "core/code_cache.h"
-#include "core/kernel_lowering.h"
 #include "server/worker/program_build.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_pool.h"
@@ -35,12 +33,9 @@ std::shared_ptr<const WideBuilds::Build> WideBuilds::want(
   build->entry = entry;
   // Built before, by this kad or one before it: read without the lock, which
   // every session's launches that hand a build over take.
-  if (std::optional<std::string> stored = KernelLowering::shared().cache().load(key)) {
-    wire::CompileReply reply;
-    if (reply.ParseFromString(*stored) && reply.code() == 0 && !reply.program_binary().empty()) {
-      build->binary = std::move(*reply.mutable_program_binary());
-      build->done.store(true, std::memory_order_release);
-    }
+  if (std::optional<wire::CompileReply> cached = cached_build(key)) {
+    build->binary = std::move(*cached->mutable_program_binary());
+    build->done.store(true, std::memory_order_release);
   }
   absl::MutexLock lock(&mu_);
   // Another want of the key may have come meanwhile: one build per key.
@@ -153,25 +148,18 @@ void WideBuilds::run() {
 }
 
 absl::StatusOr<std::string> WideBuilds::make(const Job& job) {
-  wire::Compile message;
-  if (!message.ParseFromString(*job.request))
+  wire::Compile kept;
+  if (!kept.ParseFromString(*job.request))
     return absl::InternalError("kad's own compile request does not parse");
-  absl::StatusOr<OwnedCompileRequest> request = from_message(message);
+  absl::StatusOr<OwnedCompileRequest> request = from_message(kept);
   if (!request.ok()) return request.status();
-  // The code lowered by kad's tools, as for the kernel's own build; built
-  // from it, not loaded from the binary for the worker's own device.
-  absl::StatusOr<std::vector<LoweredCode>> lowered = job.device->lower_ahead(request->view());
-  if (!lowered.ok()) return lowered.status();
-  message.clear_program_binary();
-  message.clear_lowered();
-  for (LoweredCode& code : *lowered) {
-    wire::LoweredCode* out = message.add_lowered();
-    out->set_key(std::move(code.key));
-    out->set_code(std::move(code.code));
-  }
+  // Built from the code kad's tools lower, as the kernel's own build is,
+  // not loaded from the binary for the worker's own device.
+  absl::StatusOr<wire::Compile> message = compile_message(*job.device, request->view());
+  if (!message.ok()) return message.status();
   absl::StatusOr<wire::CompileReply> reply =
       build_program(pool_, job.device->info(), job.key, Op::kCompileWide, job.build->entry,
-                    message.SerializeAsString(), &stoppable_);
+                    message->SerializeAsString(), &stoppable_);
   if (!reply.ok()) return reply.status();
   // The compile worker's word, checked as any worker's.
   if (absl::StatusOr<CompiledKernelInfo> built = from_reply(*reply); !built.ok())
