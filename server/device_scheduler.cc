@@ -16,9 +16,17 @@ struct DeviceScheduler::Flow::Share {
   absl::Time idle_since = absl::InfinitePast();
 };
 
-DeviceScheduler::DeviceScheduler(uint32_t depth, OneTenantsQueues queues)
+uint32_t DeviceScheduler::contended_depth(uint32_t depth, OneTenantsQueues queues,
+                                          uint64_t compute_units) {
+  depth = std::max<uint32_t>(depth, 1);
+  if (queues == OneTenantsQueues::kFirstLaunchAtOnce) return std::max<uint32_t>(depth / 16, 1);
+  const uint64_t slots = kWorkerSlotsPerComputeUnit * std::max<uint64_t>(compute_units, 1);
+  return static_cast<uint32_t>(std::min<uint64_t>(slots, depth));
+}
+
+DeviceScheduler::DeviceScheduler(uint32_t depth, OneTenantsQueues queues, uint64_t compute_units)
     : depth_(std::max<uint32_t>(depth, 1)),
-      contended_depth_(std::max<uint32_t>(depth_ / 16, 1)),
+      contended_depth_(contended_depth(depth, queues, compute_units)),
       lower_class_cap_(std::max<uint32_t>(contended_depth_ / 4, 1)),
       first_launch_at_once_(queues == OneTenantsQueues::kFirstLaunchAtOnce) {
   // Reserved now, so that a launch that must wait allocates nothing.

@@ -22,7 +22,8 @@
 //
 // One queue alone may fill the device to `depth` (a pipelining client keeps
 // it busy). While several tenants' queues have launches on it or waiting for
-// it, it takes only depth/16 (at least one): devices run the launches of all
+// it, it takes only depth/16 (at least one; where sessions run in workers,
+// 4 per compute unit, below): devices run the launches of all
 // their queues side by side (PoCL does; so do a GPU's hardware queues), so a
 // queue with a launch on the device gets its turn there whatever its
 // weight, and only a shallow queue lets the order above decide the shares
@@ -55,7 +56,16 @@
 // (tenants.h). Fewer launches on the device while workers compete (one or
 // two: each takes all the cores) kept weights no better in the benchmarks
 // and cost throughput: every slot that comes free there is a round trip
-// to a worker.
+// to a worker. So there the contended depth is 4 launches per compute
+// unit (within depth): a worker on PoCL's `basic` computes a launch on one
+// core, and fewer slots than cores would leave cores idle however many
+// clients wait (depth/16 did: 4 slots on any machine). On 2 cores, 8 slots
+// gave 32 synchronous clients 32.0k launches/s against 27.5k at 4 (means
+// of 12 and 15 runs), Jain's index 1.00 either way, and weights 4:1 still
+// 0.80-0.82 of the device; 12
+// and 16 slots let 16 clients' workers share the cores unevenly again (Jain
+// 0.61-0.96; bench/results/2026-12-05-worker-contended-depth). Measured on
+// 2 cores only: whether 4 per unit is the knee on more is not known.
 #pragma once
 
 #include <cstdint>
@@ -135,10 +145,20 @@ class DeviceScheduler {
   // How the queues of one tenant share a contended device.
   enum class OneTenantsQueues {
     kFirstLaunchAtOnce,       // each queue's first launch goes at once (sessions in kad)
-    kShareTheContendedDepth,  // every launch shares depth/16 (sessions in workers)
+    kShareTheContendedDepth,  // every launch shares 4 slots per compute unit (sessions in workers)
   };
+  // Where sessions run in workers, a launch computes on one of the
+  // device's compute units (PoCL's `basic`): so many slots per unit keep
+  // every unit busy while the launches' wake-ups chain, and no more.
+  static constexpr uint64_t kWorkerSlotsPerComputeUnit = 4;
+  // The slots launches share while queues compete: depth/16 (at least one)
+  // where sessions share this process; kWorkerSlotsPerComputeUnit per
+  // compute unit, within `depth`, where they run in workers.
+  static uint32_t contended_depth(uint32_t depth, OneTenantsQueues queues, uint64_t compute_units);
+  // `compute_units`: the device's, for kShareTheContendedDepth.
   explicit DeviceScheduler(uint32_t depth,
-                           OneTenantsQueues queues = OneTenantsQueues::kFirstLaunchAtOnce);
+                           OneTenantsQueues queues = OneTenantsQueues::kFirstLaunchAtOnce,
+                           uint64_t compute_units = 1);
   ~DeviceScheduler();
 
   uint32_t depth() const { return depth_; }

@@ -161,7 +161,8 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
                                     limits_.device_queue_depth,
                                     isolated(*d)
                                         ? DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth
-                                        : DeviceScheduler::OneTenantsQueues::kFirstLaunchAtOnce));
+                                        : DeviceScheduler::OneTenantsQueues::kFirstLaunchAtOnce,
+                                    d->info().limits.compute_units));
   }
 }
 

@@ -190,15 +190,15 @@ TEST_F(FairShare, AClientThatNeverWaitsDoesNotKeepTheDeviceFromOthers) {
   EXPECT_TRUE(ready) << "the bystander waited for a slot the idle client's ended launch held";
 }
 
-// Four queues of one tenant, each with one long launch, on a device of
-// contended depth 1: how many of those launches waited in kad.
-uint64_t launches_held_of_four_queues(FairShare& test, Client& c) {
+// `n` queues of one tenant, each with one long launch: how many of those
+// launches waited in kad.
+uint64_t launches_held_of_queues(FairShare& test, Client& c, int n) {
   std::vector<Loaded> queues;
-  for (int i = 0; i < 4; ++i) {
+  for (int i = 0; i < n; ++i) {
     queues.push_back(load(c, kSpinSource, "spin", client::ScalarType::kI32));
     if (queues.back().queue == nullptr) return 0;
   }
-  for (Loaded& l : queues) {  // about 0.3 s each: all four are sent while the first runs
+  for (Loaded& l : queues) {  // about 0.3 s each: all are sent while the first runs
     const client::Arg args[] = {client::Arg::buffer(l.buffer),
                                 client::Arg::scalar<int32_t>(200'000'000)};
     EXPECT_TRUE(l.queue->launch(l.kernel, client::Dims{1}, nullptr, args).ok());
@@ -213,16 +213,22 @@ TEST_F(FairShare, OneTenantsQueuesEachPutTheirFirstLaunchOnTheDeviceAtOnce) {
   start(16);  // contended: 1
   auto c = connect(kLowToken, "four-queues");
   ASSERT_NE(c, nullptr);
-  EXPECT_EQ(launches_held_of_four_queues(*this, *c), 0u);
+  EXPECT_EQ(launches_held_of_queues(*this, *c, 4), 0u);
 }
 
 // Through workers, the same launches take turns (their workers share the
-// cores evenly so).
-TEST_F(FairShare, ThroughWorkersOneTenantsQueuesTakeTurns) {
-  start(16, /*workers=*/true);
-  auto c = connect(kLowToken, "four-queues");
+// cores evenly so), at 4 launches per compute unit of the device (each
+// runs on one core there).
+TEST_F(FairShare, ThroughWorkersOneTenantsQueuesTakeTurnsAtFourLaunchesPerComputeUnit) {
+  start(64, /*workers=*/true);
+  auto c = connect(kLowToken, "many-queues");
   ASSERT_NE(c, nullptr);
-  EXPECT_GE(launches_held_of_four_queues(*this, *c), 3u);
+  auto devices = c->devices();
+  ASSERT_TRUE(devices.ok() && !devices->empty()) << devices.status();
+  const uint64_t slots = 4 * (*devices)[0].compute_units;
+  ASSERT_LT(slots + 3, 64u) << "a machine of more than 15 cores: the depth would decide";
+  EXPECT_EQ(launches_held_of_queues(*this, *c, static_cast<int>(slots) + 3), 3u)
+      << slots << " on the device at once, the other three waited in kad";
 }
 
 void FairShare::expect_a_higher_priority_launch_goes_first() {

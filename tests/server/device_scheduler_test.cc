@@ -155,17 +155,33 @@ TEST(DeviceScheduler, OneTenantsQueuesEachPutTheirFirstLaunchOnTheDeviceAtOnce) 
 }
 
 TEST(DeviceScheduler, WhereSessionsRunInWorkersOneTenantsQueuesShareTheContendedDepth) {
-  DeviceScheduler s(64, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth);
+  DeviceScheduler s(64, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth,
+                    /*compute_units=*/2);
   Tenant t{1};
   std::vector<std::unique_ptr<Flow>> clients;
-  for (int i = 0; i < 6; ++i) clients.push_back(s.join(&t, 1, 0));
+  for (int i = 0; i < 10; ++i) clients.push_back(s.join(&t, 1, 0));
   absl::MutexLock lock(&s.mu());
-  for (int i = 0; i < 4; ++i) ASSERT_TRUE(s.try_take_locked(*clients[i])) << i;
-  EXPECT_FALSE(s.try_take_locked(*clients[4])) << "4 on the device: clients take turns";
-  s.hold_locked(*clients[4]);
-  s.hold_locked(*clients[5]);
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(s.try_take_locked(*clients[i])) << i;
+  EXPECT_FALSE(s.try_take_locked(*clients[8]))
+      << "8 on the device (4 per compute unit): clients take turns";
+  s.hold_locked(*clients[8]);
+  s.hold_locked(*clients[9]);
   s.release_locked(*clients[0], 1);
-  EXPECT_EQ(clients[4]->granted() + clients[5]->granted(), 1u);
+  EXPECT_EQ(clients[8]->granted() + clients[9]->granted(), 1u);
+}
+
+TEST(DeviceScheduler, WorkersContendedDepthIsFourLaunchesPerComputeUnitWithinTheDepth) {
+  using Q = DeviceScheduler::OneTenantsQueues;
+  EXPECT_EQ(DeviceScheduler::contended_depth(64, Q::kShareTheContendedDepth, 2), 8u);
+  EXPECT_EQ(DeviceScheduler::contended_depth(64, Q::kShareTheContendedDepth, 1), 4u);
+  EXPECT_EQ(DeviceScheduler::contended_depth(64, Q::kShareTheContendedDepth, 32), 64u)
+      << "a device of many cores: every slot of its depth";
+  EXPECT_EQ(DeviceScheduler::contended_depth(16, Q::kShareTheContendedDepth, 0), 4u)
+      << "a device that reports no compute unit has one";
+  EXPECT_EQ(DeviceScheduler::contended_depth(1, Q::kShareTheContendedDepth, 2), 1u);
+  EXPECT_EQ(DeviceScheduler::contended_depth(64, Q::kFirstLaunchAtOnce, 32), 4u)
+      << "sessions in kad's process: depth/16, whatever the device";
+  EXPECT_EQ(DeviceScheduler::contended_depth(8, Q::kFirstLaunchAtOnce, 2), 1u);
 }
 
 TEST(DeviceScheduler, ASecondTenantMakesEveryLaunchShareTheContendedDepth) {
