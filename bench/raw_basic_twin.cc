@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <string_view>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -30,14 +31,19 @@ absl::StatusOr<TwinResult> run_raw_case_on_basic(const std::string& self,
                                                  const std::string& min_time_flag) {
   const std::string stem = absl::StrFormat("/tmp/kad-bench-raw-basic-%d", getpid());
   const std::string json_path = stem + ".json", log_path = stem + ".log";
-  // The case's exact name: its spaces and commas mean nothing to the regex.
-  std::vector<std::string> argv = {
-      "/usr/bin/env",
-      "POCL_DEVICES=basic",
-      self,
-      absl::StrCat("--benchmark_filter=^raw/", raw_case, "/real_time$"),
-      "--benchmark_out=" + json_path,
-      "--benchmark_out_format=json"};
+  // The case's exact name, every character that means something to a
+  // regex escaped (a case such as `workgroup=(1024,)` has parentheses).
+  std::string exact;
+  for (const char c : raw_case) {
+    if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) exact += '\\';
+    exact += c;
+  }
+  std::vector<std::string> argv = {"/usr/bin/env",
+                                   "POCL_DEVICES=basic",
+                                   self,
+                                   absl::StrCat("--benchmark_filter=^raw/", exact, "/real_time$"),
+                                   "--benchmark_out=" + json_path,
+                                   "--benchmark_out_format=json"};
   if (!min_time_flag.empty()) argv.push_back(min_time_flag);
   const int exit_code = kad::testing::wait_exit(kad::testing::spawn(argv, log_path));
   const std::string json = kad::testing::read_file(json_path);

@@ -293,7 +293,9 @@ void ShmChannel::run() {
       break;
     }
     bool ok = true;
-    while (head != tail && ok) {
+    // A stop ends the batch too: a ring's worth of records is up to
+    // kSubmitSlots launches, which a stopping kad need not run.
+    while (head != tail && ok && !stop_.load(std::memory_order_relaxed)) {
       std::memcpy(&record_, &slots[head % kSubmitSlots],
                   sizeof(record_));  // the client may still write
       ++head;
