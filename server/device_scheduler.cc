@@ -291,6 +291,7 @@ DeviceScheduler::Stats DeviceScheduler::stats() const {
   absl::MutexLock lock(&mu_);
   Stats s;
   s.depth = depth_;
+  s.contended_depth = contended_depth_;
   s.in_flight = in_flight_;
   s.waiting_queues = waiters_.size();
   s.held = held_now_;

@@ -121,8 +121,9 @@ class DeviceScheduler {
 
   struct Stats {
     uint32_t depth = 0;
-    uint64_t in_flight = 0;  // launches on the device (and slots granted for them)
-    uint64_t held = 0;       // launches waiting in kad for a slot
+    uint32_t contended_depth = 0;  // what launches share while queues compete
+    uint64_t in_flight = 0;        // launches on the device (and slots granted for them)
+    uint64_t held = 0;             // launches waiting in kad for a slot
     uint64_t waiting_queues = 0;
     uint64_t held_total = 0;  // launches that ever waited in kad
     LatencyHistogram::Snapshot latency;

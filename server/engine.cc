@@ -808,6 +808,7 @@ EngineCounters Engine::counters() const {
       c.devices.back().in_flight = st.in_flight;
       c.devices.back().held = st.held;
       c.devices.back().held_total = st.held_total;
+      c.devices.back().contended_depth = st.contended_depth;
       c.devices.back().launch_latency = st.latency;
     }
   }

@@ -72,6 +72,7 @@ struct EngineCounters {
     // Its scheduler's (DeviceScheduler::Stats); depth 0 where it has none.
     uint32_t queue_depth = 0;
     uint64_t in_flight = 0, held = 0, held_total = 0;
+    uint32_t contended_depth = 0;               // what launches share while queues compete
     LatencyHistogram::Snapshot launch_latency;  // accepted to known ended
   };
   std::vector<PerDevice> devices;

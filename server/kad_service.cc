@@ -219,6 +219,7 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
     w->set_in_flight(d.in_flight);
     w->set_held(d.held);
     w->set_held_total(d.held_total);
+    w->set_contended_depth(d.contended_depth);
   }
   // Tenants see their own use; kad's operator (its own user or root on the
   // UNIX socket, or the program it runs in) sees everyone's.

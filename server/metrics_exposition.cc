@@ -129,6 +129,9 @@ std::string prometheus_text(const EngineCounters& c, const RequestCounters& requ
       {"kad_device_queue_depth_limit", "gauge",
        "Launches the device takes at once from all sessions (0: unscheduled).",
        [](const EngineCounters::PerDevice& d) { return double(d.queue_depth); }},
+      {"kad_device_contended_depth", "gauge",
+       "Launches the device takes at once while queues compete (0: unscheduled).",
+       [](const EngineCounters::PerDevice& d) { return double(d.contended_depth); }},
   };
   for (const PerDevice& m : per_device) {
     Family f(out, m.name, m.type, m.help);

@@ -91,9 +91,10 @@ int cmd_status(kad::Client& client, bool json) {
     for (const auto& d : s->devices) {
       devices.push_back(
           absl::StrFormat(R"({"id":"%s","launches":%d,"buffers":%d,"buffer_bytes":%d,"queues":%d,)"
-                          R"("queue_depth":%d,"in_flight":%d,"held":%d,"held_total":%d})",
+                          R"("queue_depth":%d,"contended_depth":%d,"in_flight":%d,"held":%d,)"
+                          R"("held_total":%d})",
                           json_escape(d.id), d.launches, d.buffers, d.buffer_bytes, d.queues,
-                          d.queue_depth, d.in_flight, d.held, d.held_total));
+                          d.queue_depth, d.contended_depth, d.in_flight, d.held, d.held_total));
     }
     std::vector<std::string> tenants;
     for (const auto& t : s->tenants) {
@@ -167,12 +168,13 @@ int cmd_status(kad::Client& client, bool json) {
                static_cast<unsigned long long>(s->host_memory_bytes),
                static_cast<unsigned long long>(s->host_memory_limit));
   absl::PrintF("%-18s %-10s %-8s %-12s %-7s %s\n", "DEVICE", "LAUNCHES", "BUFFERS", "BYTES",
-               "QUEUES", "SCHEDULED (on device/depth, waiting in kad, ever waited)");
+               "QUEUES",
+               "SCHEDULED (on device/depth, contended depth, waiting in kad, ever waited)");
   for (const auto& d : s->devices) {
     const std::string scheduled =
-        d.queue_depth == 0
-            ? std::string("-")
-            : absl::StrFormat("%d/%d, %d, %d", d.in_flight, d.queue_depth, d.held, d.held_total);
+        d.queue_depth == 0 ? std::string("-")
+                           : absl::StrFormat("%d/%d, %d, %d, %d", d.in_flight, d.queue_depth,
+                                             d.contended_depth, d.held, d.held_total);
     absl::PrintF("%-18s %-10llu %-8llu %-12llu %-7llu %s\n", d.id.c_str(),
                  static_cast<unsigned long long>(d.launches),
                  static_cast<unsigned long long>(d.buffers),

@@ -458,7 +458,8 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.host_memory_limit = r.host_memory_limit();
   for (const auto& d : r.devices())
     out.devices.push_back({d.device_id(), d.launches(), d.buffers(), d.buffer_bytes(), d.queues(),
-                           d.queue_depth(), d.in_flight(), d.held(), d.held_total()});
+                           d.queue_depth(), d.in_flight(), d.held(), d.held_total(),
+                           d.contended_depth()});
   for (const auto& t : r.tenants()) {
     client::ServiceStatus::Tenant& tenant = out.tenants.emplace_back();
     tenant.name = t.name();

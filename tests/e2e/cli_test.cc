@@ -101,7 +101,10 @@ TEST_F(Cli, KactlStatusCountsSessionsAndLaunches) {
   EXPECT_EQ(r.code, 0) << r.output;
   EXPECT_THAT(r.output, MatchesRegex(R"(\{"sessions":1,.*"devices":\[\{"id":"opencl:pocl:0".*)"));
   EXPECT_THAT(r.output, HasSubstr(R"("cache_failures":0,"cache_remembered_failures":0,)"));
+  EXPECT_THAT(r.output, MatchesRegex(R"(.*"queue_depth":64,"contended_depth":[1-9][0-9]*,.*)"));
   ProcessRun table = run(kactl("status"));
+  EXPECT_THAT(table.output,
+              MatchesRegex(R"((.|\n)*opencl:pocl:0 +0 +0 +0 +0 +0/64, [1-9][0-9]*, 0, 0(.|\n)*)"));
   EXPECT_THAT(table.output,
               MatchesRegex(R"((.|\n)*cache      [0-9]+ entries of at most 4096, [0-9]+ of at )"
                            R"(most [0-9]+ bytes \(0 dropped, least )"

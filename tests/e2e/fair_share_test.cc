@@ -153,6 +153,7 @@ TEST_F(FairShare, LaunchesPastTheDeviceDepthWaitInKadAndRunInOrder) {
 
   const client::ServiceStatus::Device d = device_status();
   EXPECT_EQ(d.queue_depth, 4u);
+  EXPECT_EQ(d.contended_depth, 1u) << "4/16, at least one, in kad's process";
   EXPECT_GT(d.held_total, 0u) << "launches past the depth waited in kad";
   EXPECT_EQ(d.held, 0u);
   EXPECT_EQ(d.in_flight, 0u) << "all waited for: nothing on the device";
@@ -227,6 +228,7 @@ TEST_F(FairShare, ThroughWorkersOneTenantsQueuesTakeTurnsAtFourLaunchesPerComput
   ASSERT_TRUE(devices.ok() && !devices->empty()) << devices.status();
   const uint64_t slots = 4 * (*devices)[0].compute_units;
   ASSERT_LT(slots + 3, 64u) << "a machine of more than 15 cores: the depth would decide";
+  EXPECT_EQ(device_status().contended_depth, slots);
   EXPECT_EQ(launches_held_of_queues(*this, *c, static_cast<int>(slots) + 3), 3u)
       << slots << " on the device at once, the other three waited in kad";
 }

@@ -126,6 +126,12 @@ TEST(Metrics, AScrapeCountsWhatAClientDidAndPassesPromtool) {
         5);
     EXPECT_GT(value_of(page, "kad_launch_latency_seconds_sum" + d), 0);
     EXPECT_EQ(value_of(page, "kad_device_buffers" + d), 2);
+    EXPECT_EQ(value_of(page, "kad_device_queue_depth_limit" + d), 64);
+    auto devices = (*c)->devices();
+    ASSERT_TRUE(devices.ok() && !devices->empty()) << devices.status();
+    EXPECT_EQ(value_of(page, "kad_device_contended_depth" + d),
+              std::min<double>(64, 4 * (*devices)[0].compute_units))
+        << "sessions run in workers: 4 launches per compute unit while queues compete";
     EXPECT_EQ(value_of(page, "kad_cache_misses_total"), 1);
     EXPECT_GT(value_of(page, "kad_cache_compile_seconds_total"), 0);
     EXPECT_EQ(value_of(page, "kad_quota_refusals_total{tenant=\"default\",quota=\"queues\"}"), 1);

@@ -193,6 +193,9 @@ struct ServiceStatus {
     // launches on it, those waiting in kad now, and all that ever waited.
     uint32_t queue_depth = 0;
     uint64_t in_flight = 0, held = 0, held_total = 0;
+    // What launches share while queues compete: depth/16 on a device that
+    // sessions share, 4 per compute unit where they run in workers.
+    uint32_t contended_depth = 0;
   };
   std::vector<Device> devices;
   // The daemon's own host memory clients made it hold, and its bound.
