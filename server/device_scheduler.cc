@@ -20,7 +20,10 @@ uint32_t DeviceScheduler::contended_depth(uint32_t depth, OneTenantsQueues queue
                                           uint64_t compute_units) {
   depth = std::max<uint32_t>(depth, 1);
   if (queues == OneTenantsQueues::kFirstLaunchAtOnce) return std::max<uint32_t>(depth / 16, 1);
-  const uint64_t slots = kWorkerSlotsPerComputeUnit * std::max<uint64_t>(compute_units, 1);
+  // Bounded by the depth before the product: a driver's count of units
+  // must not overflow it into no slot at all.
+  const uint64_t units = std::clamp<uint64_t>(compute_units, 1, depth);
+  const uint64_t slots = kWorkerSlotsPerComputeUnit * units;
   return static_cast<uint32_t>(std::min<uint64_t>(slots, depth));
 }
 

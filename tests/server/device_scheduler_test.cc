@@ -179,6 +179,9 @@ TEST(DeviceScheduler, WorkersContendedDepthIsFourLaunchesPerComputeUnitWithinThe
   EXPECT_EQ(DeviceScheduler::contended_depth(16, Q::kShareTheContendedDepth, 0), 4u)
       << "a device that reports no compute unit has one";
   EXPECT_EQ(DeviceScheduler::contended_depth(1, Q::kShareTheContendedDepth, 2), 1u);
+  EXPECT_EQ(DeviceScheduler::contended_depth(64, Q::kShareTheContendedDepth, uint64_t{1} << 62),
+            64u)
+      << "a driver's huge count of units does not wrap into no slot";
   EXPECT_EQ(DeviceScheduler::contended_depth(64, Q::kFirstLaunchAtOnce, 32), 4u)
       << "sessions in kad's process: depth/16, whatever the device";
   EXPECT_EQ(DeviceScheduler::contended_depth(8, Q::kFirstLaunchAtOnce, 2), 1u);
