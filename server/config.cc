@@ -133,6 +133,13 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "seconds a launch may run; past it kad stops its worker and the session gets "
                  "DEADLINE_EXCEEDED")
       ->check(CLI::Range(int64_t{1}, int64_t{86400}));
+  app.add_option("--worker-scope", c.worker_scope,
+                 "whose kernels one worker runs: `session` (a worker each: a session's kernel "
+                 "can reach only its own session's memory, and its crash or hang costs no one "
+                 "else) or `device` (one worker per device, shared by every session on it: for "
+                 "tenants that trust each other; a crash or a hang there costs every session on "
+                 "the device its launches in progress)")
+      ->check(CLI::IsMember({"session", "device"}));
   app.add_option("--worker-spares", c.worker_spares,
                  "workers kept started per CPU device, so a new session starts at once")
       ->check(CLI::Range(0, 64));
@@ -223,6 +230,7 @@ ParseOutcome parse_config(int argc, char** argv) {
                                                    "workers",
                                                    "launch_timeout",
                                                    "worker_spares",
+                                                   "worker_scope",
                                                    "worker_max_processes",
                                                    "worker_max_folder_bytes",
                                                    "worker_max_memory",
@@ -327,6 +335,8 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.launch_timeout_s = file["launch_timeout"].value_or(c.launch_timeout_s);
       if (app.get_option("--worker-spares")->count() == 0)
         c.worker_spares = file["worker_spares"].value_or(c.worker_spares);
+      if (app.get_option("--worker-scope")->count() == 0)
+        c.worker_scope = file["worker_scope"].value_or(c.worker_scope);
       if (app.get_option("--worker-specialize")->count() == 0)
         c.worker_specialize = file["worker_specialize"].value_or(c.worker_specialize);
       if (app.get_option("--pocl-worker-driver")->count() == 0)
@@ -365,6 +375,7 @@ ParseOutcome parse_config(int argc, char** argv) {
        {std::tuple<const char*, const std::string&, const char*, const char*>{
             "submit_streams", c.submit_streams, "threads", "reactors"},
         {"pocl_worker_driver", c.pocl_worker_driver, "pthread", "basic"},
+        {"worker_scope", c.worker_scope, "session", "device"},
         {"log_format", c.log_format, "text", "json"}}) {
     if (value != first && value != second) {
       out.exit = true;

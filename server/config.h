@@ -32,6 +32,9 @@ struct Config {
   bool workers = true;
   int64_t launch_timeout_s = 60;  // a launch running longer ends its worker
   int worker_spares = 1;          // workers kept started per CPU device
+  // Whose kernels a worker runs: `session` (one worker each) or `device`
+  // (one per device, shared by its sessions) (worker::WorkerScope).
+  std::string worker_scope = "session";
   // Processes and threads one worker may run at once (0: no bound): its
   // driver's threads and compilers fit; a fork bomb does not. Set from the
   // machine's cores when the flags are parsed.

@@ -149,7 +149,14 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
     };
     workers_ = std::make_unique<worker::WorkerPool>(std::move(workers));
     for (const auto& d : registry_.devices) {
-      if (isolated(*d)) workers_->keep_ready(d->info().id);
+      if (!isolated(*d)) continue;
+      workers_->keep_ready(d->info().id);
+      if (workers_->options().scope == worker::WorkerScope::kDevice) {
+        auto host =
+            std::make_shared<worker::WorkerHost>(*d, *workers_, worker::WorkerScope::kDevice);
+        workers_->watch(host);
+        device_workers_.emplace(d.get(), std::move(host));
+      }
     }
   }
   // Every device's launches are scheduled, whether sessions share it in
@@ -168,14 +175,18 @@ Engine::Engine(DeviceRegistry registry, EngineLimits limits, worker::WorkerOptio
 
 bool Engine::isolated(const Device& shared) const {
   // A CPU device runs kernels as native code that can reach its whole
-  // process: one worker per session. (GPU devices: still in this process.)
+  // process: one worker per session (or per device, --worker-scope).
+  // (GPU devices: still in this process.)
   return workers_ != nullptr && shared.info().is_cpu;
 }
 
 Device* Engine::session_device(Session& s, Device* shared) {
   if (!isolated(*shared)) return shared;
   std::shared_ptr<worker::IsolatedDevice>& own = s.isolated[shared];
-  if (!own) {
+  if (!own && device_workers_.contains(shared)) {
+    // The device's one worker, which every session on it shares.
+    own = std::make_shared<worker::IsolatedDevice>(*shared, device_workers_.at(shared));
+  } else if (!own) {
     worker::CpuShare share;
     if (const Tenant* t = s.tenant()) {
       share = {t->nice(), cpu_groups_.get(), t->name(), t->spec().weight, t->higher_classes()};
@@ -187,7 +198,7 @@ Device* Engine::session_device(Session& s, Device* shared) {
                                      s.opener_uid ? absl::StrCat(*s.opener_uid) : "-");
     own = std::make_shared<worker::IsolatedDevice>(*shared, *workers_, std::move(share),
                                                    std::move(owner));
-    workers_->watch(own);
+    workers_->watch(own->host());
     absl::MutexLock lock(&s.workers_mu);
     s.workers.push_back(own);
   }
@@ -641,8 +652,12 @@ absl::StatusOr<uint64_t> Engine::create_queue(Session& s, absl::string_view devi
   sq->queue = *std::move(q);
   sq->device = on;
   sq->device_index = index;
-  sq->isolated = on != *device;
-  if (sq->isolated) sq->owner = s.isolated[*device];
+  // A worker of the session's own is stopped at its close; the device's,
+  // which serves other sessions, finishes the session's launches first.
+  if (on != *device) {
+    sq->owner = s.isolated[*device];
+    sq->isolated = sq->owner->owns_worker();
+  }
   const uint64_t handle = s.next_handle();
   s.queues.emplace(handle, std::move(sq));
   return handle;
@@ -789,6 +804,10 @@ EngineCounters Engine::counters() const {
   if (workers_) {
     const worker::WorkerPool::Stats w = workers_->stats();
     c.workers.running = w.ready;
+    // The devices' shared workers; sessions' own are counted below.
+    for (const auto& [device, host] : device_workers_) {
+      if (host->worker_pid() > 0) ++c.workers.running;
+    }
     c.workers.started = w.started;
     c.workers.crashed = w.crashed;
     c.workers.timed_out = w.timed_out;
@@ -856,7 +875,7 @@ EngineCounters Engine::counters() const {
       }
     }
     for (const auto& [shared, own] : s->isolated) {
-      if (own->worker_pid() > 0) ++c.workers.running;
+      if (own->owns_worker() && own->worker_pid() > 0) ++c.workers.running;
     }
     for (const auto& [h, q] : s->queues) {
       ++c.devices[q->device_index].queues;

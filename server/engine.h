@@ -257,6 +257,9 @@ class Engine {
   std::unique_ptr<worker::CpuGroups> cpu_groups_;
   RequestCounters requests_;
   std::unique_ptr<worker::WorkerPool> workers_;  // null: no worker processes
+  // With WorkerScope::kDevice, the one worker of each isolated device that
+  // all its sessions share. Declared after the pool: it goes before it.
+  absl::flat_hash_map<const Device*, std::shared_ptr<worker::WorkerHost>> device_workers_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> launches_{0};
   std::atomic<uint64_t> sessions_opened_{0};

@@ -211,6 +211,8 @@ int serve(Config config) {
     // Each compiler run has --compile-timeout; the driver's build follows.
     w.compile_timeout = absl::Seconds(2 * config.compile_timeout_s + 30);
     w.spares = config.worker_spares;
+    w.scope = config.worker_scope == "device" ? kad::server::worker::WorkerScope::kDevice
+                                              : kad::server::worker::WorkerScope::kSession;
     kad::server::worker::set_pocl_worker_driver(w, config.pocl_worker_driver);
     if (w.kernels_hold_requests) {
       spdlog::info(
@@ -218,10 +220,19 @@ int serve(Config config) {
           "several work-groups measured faster on every core on its pthread driver beside it "
           "(--pocl-worker-driver)");
     }
-    spdlog::info(
-        "client kernels on CPU devices run in worker processes, one per session; "
-        "launch timeout {} s",
-        config.launch_timeout_s);
+    if (w.scope == kad::server::worker::WorkerScope::kDevice) {
+      spdlog::warn(
+          "client kernels on CPU devices run in one worker process per device, shared by every "
+          "session on it (--worker-scope device): one session's kernel can read another's "
+          "memory, and a crash or a hang there costs every session its launches in progress; "
+          "launch timeout {} s",
+          config.launch_timeout_s);
+    } else {
+      spdlog::info(
+          "client kernels on CPU devices run in worker processes, one per session; "
+          "launch timeout {} s",
+          config.launch_timeout_s);
+    }
   } else {
     spdlog::warn(
         "--no-workers: client kernels run inside kad; one client's kernel can crash or "

@@ -60,7 +60,7 @@ struct SessionQueue {
   std::unique_ptr<Queue> queue;
   Device* device = nullptr;
   size_t device_index = 0;
-  bool isolated = false;  // on a session's worker: a close ends it rather than waiting for it
+  bool isolated = false;  // on a session's own worker: a close ends it rather than waiting for it
 
   // Counts the queue's launches up to `event` against its tenant. One
   // writer (the session's lock): the budget is counted before the event is

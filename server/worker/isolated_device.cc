@@ -38,14 +38,19 @@ uint64_t WorkerKernel::launch_configuration(uint64_t nitems, uint64_t max_items)
 class WorkerBuffer final : public Buffer {
  public:
   WorkerBuffer(IsolatedDevice& device, uint64_t bytes, std::byte* data, int fd, bool owns_mapping)
-      : device_(device), bytes_(bytes), data_(data), fd_(fd), owns_mapping_(owns_mapping) {}
+      : device_(device),
+        host_(*device.host()),
+        bytes_(bytes),
+        data_(data),
+        fd_(fd),
+        owns_mapping_(owns_mapping) {}
   ~WorkerBuffer() override {
     {
-      absl::MutexLock lock(&device_.mu_);
-      device_.buffers_.erase(id_);
-      if (device_.worker_ && id_ != 0) {
+      absl::MutexLock lock(&host_.mu_);
+      host_.buffers_.erase(id_);
+      if (host_.worker_ && id_ != 0) {
         IdRecord r{id_};
-        (void)device_.worker_->send(Op::kFreeBuffer, bytes_of(r));
+        (void)host_.worker_->send(Op::kFreeBuffer, bytes_of(r));
       }
     }
     if (owns_mapping_) {
@@ -63,8 +68,9 @@ class WorkerBuffer final : public Buffer {
   int fd() const { return fd_; }
 
  private:
-  friend class IsolatedDevice;
-  IsolatedDevice& device_;
+  friend class WorkerHost;
+  IsolatedDevice& device_;  // the session's
+  WorkerHost& host_;        // the worker's, which the device outlives
   uint64_t id_ = 0;
   uint64_t bytes_;
   std::byte* data_;
@@ -75,13 +81,13 @@ class WorkerBuffer final : public Buffer {
 class WorkerQueue final : public Queue {
  public:
   WorkerQueue(IsolatedDevice& device, absl::Duration launch_timeout)
-      : device_(device), launch_timeout_(launch_timeout) {}
+      : device_(device), host_(*device.host()), launch_timeout_(launch_timeout) {}
   ~WorkerQueue() override {
-    absl::MutexLock lock(&device_.mu_);
-    device_.queues_.erase(id_);
-    if (device_.worker_ && id_ != 0) {
+    absl::MutexLock lock(&host_.mu_);
+    host_.queues_.erase(id_);
+    if (host_.worker_ && id_ != 0) {
       IdRecord r{id_};
-      (void)device_.worker_->send(Op::kReleaseQueue, bytes_of(r));
+      (void)host_.worker_->send(Op::kReleaseQueue, bytes_of(r));
     }
   }
   Device& device() const override { return device_; }
@@ -92,17 +98,17 @@ class WorkerQueue final : public Queue {
     // Every kernel compiled for this device's id came from a worker: a
     // WorkerKernel (the daemon compiles nothing for an isolated device).
     const auto& kernel = static_cast<const WorkerKernel&>(compiled);
-    absl::MutexLock lock(&device_.mu_);
-    if (absl::Status s = device_.ensure_worker(); !s.ok()) return s;
-    if (!device_.loaded_.contains(kernel.id())) {
-      if (absl::Status s = device_.load(kernel); !s.ok()) return s;
+    absl::MutexLock lock(&host_.mu_);
+    if (absl::Status s = host_.ensure_worker(); !s.ok()) return s;
+    if (!host_.loaded_.contains(kernel.id())) {
+      if (absl::Status s = host_.load(kernel); !s.ok()) return s;
     }
-    if (LaunchRing* ring = device_.worker_->launch_ring(); ring != nullptr) {
+    if (LaunchRing* ring = host_.worker_->launch_ring(); ring != nullptr) {
       ring->take_wide_wants([this](uint64_t id)
-                                ABSL_NO_THREAD_SAFETY_ANALYSIS { device_.note_wide_want(id); });
+                                ABSL_NO_THREAD_SAFETY_ANALYSIS { host_.note_wide_want(id); });
     }
-    if (!device_.wide_wanted_.empty()) {
-      if (absl::Status s = device_.serve_wide_wants(kernel); !s.ok()) return s;
+    if (!host_.wide_wanted_.empty()) {
+      if (absl::Status s = host_.serve_wide_wants(kernel); !s.ok()) return s;
     }
     record_.queue = id_;
     record_.kernel = kernel.id();
@@ -123,17 +129,17 @@ class WorkerQueue final : public Queue {
     const auto wire =
         std::as_bytes(std::span(reinterpret_cast<const char*>(&record_), record_.wire_size()));
     // By the launch ring where it has room, else by the socket.
-    LaunchRing* ring = device_.worker_->launch_ring();
+    LaunchRing* ring = host_.worker_->launch_ring();
     absl::StatusOr<bool> written = ring != nullptr ? ring->try_write(wire) : false;
     absl::Status sent = written.status();
     if (written.ok() && *written) {
       ring->wake();
     } else if (written.ok()) {
       if (ring != nullptr) ring->note_socket_launch();
-      sent = device_.worker_->send(Op::kLaunch, wire);
+      sent = host_.worker_->send(Op::kLaunch, wire);
     }
     if (!sent.ok()) {
-      device_.lose_worker(sent, nullptr);
+      host_.lose_worker(sent, nullptr);
       loss_pending_ = false;  // reported now
       return loss_;
     }
@@ -181,12 +187,12 @@ class WorkerQueue final : public Queue {
   // What the worker's progress page reports ended (clamped to what it was
   // given): a tenant's launches in flight stop counting it.
   bool known_ended(EventId event) override {
-    absl::MutexLock lock(&device_.mu_);
+    absl::MutexLock lock(&host_.mu_);
     return page_ != nullptr && event <= reported_ended();
   }
 
  private:
-  friend class IsolatedDevice;
+  friend class WorkerHost;
   static constexpr uint64_t kRing = 1024;
   // How often a wait that sleeps looks whether its worker is still there.
   static constexpr absl::Duration kAliveCheck = absl::Milliseconds(20);
@@ -196,7 +202,7 @@ class WorkerQueue final : public Queue {
   };
 
   EventId latest() {
-    absl::MutexLock lock(&device_.mu_);
+    absl::MutexLock lock(&host_.mu_);
     return next_ - 1;
   }
 
@@ -205,7 +211,7 @@ class WorkerQueue final : public Queue {
   // progress page; the wait sleeps there without holding the device's
   // lock, so the session's other queues go on meanwhile.
   absl::Status wait_for(EventId event) {
-    absl::MutexLock lock(&device_.mu_);
+    absl::MutexLock lock(&host_.mu_);
     for (;;) {
       // Launches a dead worker took with it are reported once, to the first
       // wait or copy that covers them (as a launch's error is reported by the
@@ -220,24 +226,24 @@ class WorkerQueue final : public Queue {
         return failed;
       }
       if (event <= std::max(confirmed_, base_)) return absl::OkStatus();
-      if (!device_.worker_ || page_ == nullptr)
-        return absl::UnavailableError("the session's worker is gone");
+      if (!host_.worker_ || page_ == nullptr)
+        return absl::UnavailableError(absl::StrCat(host_.whose(), " is gone"));
       const uint32_t seen = page_->progress().changes.load(std::memory_order_acquire);
       observe(event);
       // A failure is reported above first; a worker lost is reported too.
-      if (event <= confirmed_ || !device_.worker_ || page_ == nullptr) continue;
+      if (event <= confirmed_ || !host_.worker_ || page_ == nullptr) continue;
       const absl::Time deadline = running_deadline();
       const absl::Time now = absl::Now();
       if (now >= deadline) {
-        device_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
+        host_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
         continue;  // the loss is reported above
       }
       // Asleep without the lock; the page stays mapped while this holds it.
       std::shared_ptr<ProgressPage> page = page_;
-      const uint64_t generation = device_.generation_;
+      const uint64_t generation = host_.generation_;
       // What the worker must report, at least, for a launch more to end.
       const uint64_t ended_so_far = std::max(confirmed_, base_) - base_;
-      device_.mu_.Unlock();
+      host_.mu_.Unlock();
       page->sleep_while_unchanged(seen, std::min(deadline - now, kAliveCheck));
       // The page changed and no launch more ended: a worker that only bumps
       // the word, or moves its count about below what kad has confirmed,
@@ -245,11 +251,11 @@ class WorkerQueue final : public Queue {
       if (page->progress().completed.load(std::memory_order_acquire) <= ended_so_far &&
           page->progress().changes.load(std::memory_order_acquire) != seen)
         absl::SleepFor(absl::Milliseconds(1));
-      device_.mu_.Lock();
+      host_.mu_.Lock();
       // Nothing new, and the same worker: is it still there?
-      if (device_.generation_ == generation &&
+      if (host_.generation_ == generation &&
           page->progress().changes.load(std::memory_order_acquire) == seen)
-        device_.check_alive();
+        host_.check_alive();
     }
   }
 
@@ -258,7 +264,7 @@ class WorkerQueue final : public Queue {
   // up to `event` is asked of the worker and kept in failed_, unless
   // `ask_failure` is false: the watchdog only reads progress, and leaves the
   // question (a round trip a worker may take seconds to answer) to waits.
-  void observe(EventId event, bool ask_failure = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+  void observe(EventId event, bool ask_failure = true) ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
     QueueProgress& progress = page_->progress();
     const EventId ended = reported_ended();
     if (ended > confirmed_) {
@@ -270,12 +276,12 @@ class WorkerQueue final : public Queue {
     // The worker answers at once: the launches ended, and it keeps the
     // first failure among them.
     WaitRecord w{id_, std::min(event, confirmed_) - base_};
-    absl::Status sent = device_.worker_->send(Op::kWait, bytes_of(w));
+    absl::Status sent = host_.worker_->send(Op::kWait, bytes_of(w));
     absl::Status reported_failure;
     absl::Status transport =
-        sent.ok() ? device_.read_answer(absl::Now() + absl::Seconds(5), &reported_failure) : sent;
+        sent.ok() ? host_.read_answer(absl::Now() + absl::Seconds(5), &reported_failure) : sent;
     if (!transport.ok()) {
-      device_.lose_worker(transport, nullptr);  // the loss is pending now, for the caller
+      host_.lose_worker(transport, nullptr);  // the loss is pending now, for the caller
       return;
     }
     failed_ = std::move(reported_failure);
@@ -283,7 +289,7 @@ class WorkerQueue final : public Queue {
 
   // The last launch the page reports ended, read once and clamped to the
   // launches this worker was given: the worker's word is not trusted.
-  EventId reported_ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+  EventId reported_ended() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
     const uint64_t reported = page_->progress().completed.load(std::memory_order_acquire);
     return base_ + std::min<uint64_t>(reported, next_ - 1 - base_);
   }
@@ -291,38 +297,39 @@ class WorkerQueue final : public Queue {
   // When the oldest launch not known ended must end: its deadline counts
   // from its submission or the end of the launch before it, whichever came
   // later, as the progress page showed them.
-  absl::Time running_deadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
+  absl::Time running_deadline() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
     const EventId first = std::max(confirmed_, base_) + 1;
     const EventId oldest = next_ > kRing ? std::max(first, next_ - kRing) : first;
     return std::max(launched_[oldest % kRing].submitted, confirmed_at_) + launch_timeout_;
   }
 
   // Whether a launch of the queue is on the worker, not known to have ended.
-  bool running() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
-    return device_.worker_ && page_ != nullptr && std::max(confirmed_, base_) + 1 < next_;
+  bool running() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
+    return host_.worker_ && page_ != nullptr && std::max(confirmed_, base_) + 1 < next_;
   }
 
   // The watchdog's look, for launches nobody waits for: progress is read
   // from the page; the oldest launch not ended, past its deadline, ends
   // the worker. What it finds waits for the client's next wait.
-  void check_deadline() ABSL_EXCLUSIVE_LOCKS_REQUIRED(device_.mu_) {
-    if (!device_.worker_ || page_ == nullptr) return;
+  void check_deadline() ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
+    if (!host_.worker_ || page_ == nullptr) return;
     const EventId first = std::max(confirmed_, base_) + 1;
     if (first >= next_) return;
     observe(first, /*ask_failure=*/false);  // one watchdog serves every session
-    if (std::max(confirmed_, base_) + 1 >= next_ || !device_.worker_) return;
+    if (std::max(confirmed_, base_) + 1 >= next_ || !host_.worker_) return;
     if (absl::Now() < running_deadline()) return;
-    device_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
+    host_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
   }
 
-  IsolatedDevice& device_;
+  IsolatedDevice& device_;  // the session's
+  WorkerHost& host_;        // the worker's, which the device outlives
   const absl::Duration launch_timeout_;
-  absl::Status failed_;  // guarded by device_.mu_
-  // Guarded by device_.mu_: where the worker now running reports this
+  absl::Status failed_;  // guarded by host_.mu_
+  // Guarded by host_.mu_: where the worker now running reports this
   // queue's progress (null while no worker has the queue).
   std::shared_ptr<ProgressPage> page_;
   uint64_t id_ = 0;
-  // Guarded by device_.mu_. Events count this queue's launches from 1, over
+  // Guarded by host_.mu_. Events count this queue's launches from 1, over
   // every worker the queue has had; the worker counts from `base_`.
   EventId next_ = 1;
   EventId base_ = 0;       // launches given to workers that are gone
@@ -335,7 +342,7 @@ class WorkerQueue final : public Queue {
   LaunchRecord record_;
 };
 
-IsolatedDevice::~IsolatedDevice() {
+WorkerHost::~WorkerHost() {
   absl::MutexLock lock(&mu_);
   running_pid_.store(0);
   // Killed already when its session closed; otherwise it may end cleanly.
@@ -345,7 +352,11 @@ IsolatedDevice::~IsolatedDevice() {
   if (had_worker && share_.groups != nullptr) share_.groups->reweigh();
 }
 
-void IsolatedDevice::stop_worker() {
+const char* WorkerHost::whose() const {
+  return scope_ == WorkerScope::kSession ? "the session's worker" : "the device's worker";
+}
+
+void WorkerHost::stop_worker() {
   // Not under mu_: a wait may hold it until its deadline. lose_worker
   // clears the pid before it reaps, so it names the worker here (but for a
   // window of a few instructions).
@@ -356,16 +367,13 @@ void IsolatedDevice::stop_worker() {
   kill(pid, SIGKILL);
 }
 
-pid_t IsolatedDevice::worker_pid() const { return running_pid_.load(); }
-
-void IsolatedDevice::check_deadlines() {
+void WorkerHost::check_deadlines() {
   if (!mu_.TryLock()) return;  // a request in progress keeps the deadline itself
   for (auto& [id, q] : queues_) q->check_deadline();
   mu_.Unlock();
 }
 
-absl::Status IsolatedDevice::read_answer(absl::Time deadline, absl::Status* reported,
-                                         uint32_t* flags) {
+absl::Status WorkerHost::read_answer(absl::Time deadline, absl::Status* reported, uint32_t* flags) {
   const absl::Duration usual = std::max(deadline - absl::Now(), absl::ZeroDuration());
   for (;;) {
     WorkerQueue* due = nullptr;  // the launch in progress whose deadline comes first
@@ -391,21 +399,20 @@ absl::Status IsolatedDevice::read_answer(absl::Time deadline, absl::Status* repo
   }
 }
 
-absl::Status IsolatedDevice::call(Op op, std::span<const std::byte> a, int fd,
-                                  absl::Time deadline) {
+absl::Status WorkerHost::call(Op op, std::span<const std::byte> a, int fd, absl::Time deadline) {
   absl::Status reported;
   const pid_t pid = worker_->pid();  // read_answer may have lost it
   absl::Status transport = worker_->send(op, a, {}, fd);
   if (transport.ok()) transport = read_answer(deadline, &reported);
   if (!transport.ok()) {
     lose_worker(transport, nullptr);
-    return absl::UnavailableError(absl::StrFormat("the session's worker (pid %d) on %s failed: %s",
-                                                  pid, info().id, transport.message()));
+    return absl::UnavailableError(absl::StrFormat("%s (pid %d) on %s failed: %s", whose(), pid,
+                                                  info().id, transport.message()));
   }
   return reported;
 }
 
-absl::Status IsolatedDevice::ensure_worker() {
+absl::Status WorkerHost::ensure_worker() {
   if (worker_) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<WorkerProcess>> w = pool_.take(info().id, owner_);
   if (!w.ok()) return w.status();
@@ -434,7 +441,8 @@ absl::Status IsolatedDevice::ensure_worker() {
   // that a launch that hands one over allocates nothing in kad.
   wide_wanted_.reserve(kWideTables);
   wide_given_.reserve(kWideTables);
-  // A new worker (after a crash) gets the session's buffers and queues again.
+  // A new worker (after a crash) gets the buffers and queues again: the
+  // session's, or every session's that shares it.
   const absl::Time deadline = absl::Now() + pool_.options().start_timeout;
   for (const auto& [id, b] : buffers_) {
     ImportRecord r{id, b->size()};
@@ -446,7 +454,7 @@ absl::Status IsolatedDevice::ensure_worker() {
   return absl::OkStatus();
 }
 
-absl::Status IsolatedDevice::give_queue(WorkerQueue& queue, absl::Time deadline) {
+absl::Status WorkerHost::give_queue(WorkerQueue& queue, absl::Time deadline) {
   absl::StatusOr<std::shared_ptr<ProgressPage>> page = ProgressPage::create();
   if (!page.ok()) return page.status();
   IdRecord r{queue.id_};
@@ -456,7 +464,7 @@ absl::Status IsolatedDevice::give_queue(WorkerQueue& queue, absl::Time deadline)
   return absl::OkStatus();
 }
 
-void IsolatedDevice::check_alive() {
+void WorkerHost::check_alive() {
   // Every request reads its answer under mu_: with mu_ held, anything to
   // read on the connection means the worker hung up (or misbehaves).
   if (!worker_) return;
@@ -465,8 +473,8 @@ void IsolatedDevice::check_alive() {
     lose_worker(absl::UnavailableError("its connection closed"), nullptr);
 }
 
-void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue,
-                                 bool stop) {
+void WorkerHost::lose_worker(const absl::Status& why, const WorkerQueue* deadline_queue,
+                             bool stop) {
   if (!worker_) return;
   const pid_t pid = worker_->pid();
   const bool deadline = deadline_queue != nullptr || stop;
@@ -492,19 +500,24 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
                                                              last - first + 1, first, last);
     if (q == deadline_queue) {
       q->loss_ = absl::DeadlineExceededError(absl::StrFormat(
-          "kernel `%s` (launch %d) ran past the launch deadline of %s: kad stopped the "
-          "session's worker (pid %d) on %s; %s",
-          kernel, first, absl::FormatDuration(q->launch_timeout_), pid, info().id, lost));
+          "kernel `%s` (launch %d) ran past the launch deadline of %s: kad stopped %s (pid %d) "
+          "on %s; %s",
+          kernel, first, absl::FormatDuration(q->launch_timeout_), whose(), pid, info().id, lost));
     } else if (deadline_queue != nullptr) {
       q->loss_ = absl::AbortedError(absl::StrFormat(
-          "the session's worker (pid %d) on %s was stopped for a launch past its deadline on "
-          "another queue; %s, the first of them kernel `%s`",
-          pid, info().id, lost, kernel));
+          "%s (pid %d) on %s was stopped for a launch past its deadline on another queue; %s, "
+          "the first of them kernel `%s`",
+          whose(), pid, info().id, lost, kernel));
     } else if (stop) {
       q->loss_ = absl::AbortedError(
-          absl::StrFormat("the session's worker (pid %d) on %s was stopped (%s); %s, the first "
-                          "of them kernel `%s`",
-                          pid, info().id, why.message(), lost, kernel));
+          absl::StrFormat("%s (pid %d) on %s was stopped (%s); %s, the first of them kernel `%s`",
+                          whose(), pid, info().id, why.message(), lost, kernel));
+    } else if (scope_ == WorkerScope::kDevice) {
+      // Any session's kernel may have ended it: none is named as the cause.
+      q->loss_ = absl::AbortedError(absl::StrFormat(
+          "the device's worker (pid %d) on %s, which runs every session's kernels there, %s; %s, "
+          "the first of them kernel `%s`",
+          pid, info().id, ended, lost, kernel));
     } else {
       q->loss_ = absl::AbortedError(absl::StrFormat(
           "the session's worker (pid %d) on %s %s while running kernel `%s` (launch %d); %s", pid,
@@ -515,8 +528,9 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
     q->loss_pending_ = true;
   }
   if (!closing_.load()) {  // a closing session's worker is killed on purpose
-    spdlog::warn("a session's worker (pid {}) on {} {} ({})", pid, info().id, ended,
-                 std::string(why.message()));
+    spdlog::warn("{} (pid {}) on {} {} ({})",
+                 scope_ == WorkerScope::kSession ? "a session's worker" : "the device's worker",
+                 pid, info().id, ended, std::string(why.message()));
     pool_.note_lost(deadline);
   }
   running_pid_.store(0);
@@ -527,7 +541,7 @@ void IsolatedDevice::lose_worker(const absl::Status& why, const WorkerQueue* dea
   if (share_.groups != nullptr) share_.groups->reweigh();
 }
 
-absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
+absl::Status WorkerHost::load(const WorkerKernel& kernel) {
   IdRecord r{kernel.id()};
   absl::Status reported;
   uint32_t flags = 0;
@@ -540,8 +554,8 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   if (!transport.ok()) {
     lose_worker(transport, nullptr);
     return absl::AbortedError(
-        absl::StrFormat("loading kernel `%s` into the session's worker (pid %d) on %s failed: %s",
-                        kernel.entry(), pid, info().id, transport.message()));
+        absl::StrFormat("loading kernel `%s` into %s (pid %d) on %s failed: %s", kernel.entry(),
+                        whose(), pid, info().id, transport.message()));
   }
   if (reported.ok()) {
     loaded_.insert(kernel.id());
@@ -551,13 +565,13 @@ absl::Status IsolatedDevice::load(const WorkerKernel& kernel) {
   return reported;
 }
 
-void IsolatedDevice::note_wide_want(uint64_t id) {
+void WorkerHost::note_wide_want(uint64_t id) {
   // The worker's word: only a kernel it holds, asked for once.
   if (!loaded_.contains(id) || wide_given_.contains(id)) return;
   wide_wanted_.try_emplace(id, nullptr);
 }
 
-absl::Status IsolatedDevice::serve_wide_wants(const WorkerKernel& kernel) {
+absl::Status WorkerHost::serve_wide_wants(const WorkerKernel& kernel) {
   if (auto asked = wide_wanted_.find(kernel.id());
       asked != wide_wanted_.end() && asked->second == nullptr) {
     if (kernel.wide_key().empty()) {  // none to be had: it stays narrow
@@ -592,9 +606,8 @@ absl::Status IsolatedDevice::serve_wide_wants(const WorkerKernel& kernel) {
     if (!transport.ok()) {
       lose_worker(transport, nullptr);
       return absl::AbortedError(absl::StrFormat(
-          "giving kernel `%s`'s build for every core to the session's worker (pid %d) on %s "
-          "failed: %s",
-          build->entry, pid, info().id, transport.message()));
+          "giving kernel `%s`'s build for every core to %s (pid %d) on %s failed: %s", build->entry,
+          whose(), pid, info().id, transport.message()));
     }
     if (build->binary.ok() && reported.ok()) pool_.wide_builds().note_given();
   }
@@ -606,6 +619,7 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
   // Lowered here, by the daemon's tools, into the code cache the workers
   // may only read. No lock of the session's is held: a compile takes
   // seconds, and the session's queues go on meanwhile.
+  WorkerPool& pool_ = host_->pool_;
   absl::StatusOr<wire::Compile> lowered = compile_message(shared_, request);
   if (!lowered.ok()) return lowered.status();
   wire::Compile& message = *lowered;
@@ -645,14 +659,14 @@ absl::StatusOr<std::unique_ptr<CompiledKernel>> IsolatedDevice::compile(
         delete s;
         charge.reset();
       });
-  pool_.remember(info().id, owner_, id, shared);
+  pool_.remember(info().id, host_->owner_, id, shared);
   return std::make_unique<WorkerKernel>(
       id, request.signature.entry, compiled->limits, std::move(compiled->parameters),
       info().limits.compute_units, std::move(shared),
       pool_.options().wide_device ? program_binary_key(info(), kWideBuildVariant, request) : "");
 }
 
-absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::add_buffer(
+absl::StatusOr<std::unique_ptr<Buffer>> WorkerHost::add_buffer(
     std::unique_ptr<WorkerBuffer> buffer) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ensure_worker(); !s.ok()) return s;
@@ -677,8 +691,8 @@ absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::allocate(uint64_t bytes)
     close(*fd);
     return absl::ResourceExhaustedError(absl::StrFormat("cannot map %d bytes", bytes));
   }
-  return add_buffer(std::make_unique<WorkerBuffer>(*this, bytes, static_cast<std::byte*>(data), *fd,
-                                                   /*owns_mapping=*/true));
+  return host_->add_buffer(std::make_unique<WorkerBuffer>(
+      *this, bytes, static_cast<std::byte*>(data), *fd, /*owns_mapping=*/true));
 }
 
 absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::import_host_memory(
@@ -689,13 +703,16 @@ absl::StatusOr<std::unique_ptr<Buffer>> IsolatedDevice::import_host_memory(
   }
   const int fd = fcntl(host.fd, F_DUPFD_CLOEXEC, 0);
   if (fd < 0) return absl::ResourceExhaustedError("cannot duplicate a buffer's memfd");
-  return add_buffer(std::make_unique<WorkerBuffer>(*this, host.bytes,
-                                                   static_cast<std::byte*>(host.data), fd,
-                                                   /*owns_mapping=*/false));
+  return host_->add_buffer(std::make_unique<WorkerBuffer>(*this, host.bytes,
+                                                          static_cast<std::byte*>(host.data), fd,
+                                                          /*owns_mapping=*/false));
 }
 
 absl::StatusOr<std::unique_ptr<Queue>> IsolatedDevice::create_queue(absl::Duration launch_timeout) {
-  auto q = std::make_unique<WorkerQueue>(*this, launch_timeout);
+  return host_->add_queue(std::make_unique<WorkerQueue>(*this, launch_timeout));
+}
+
+absl::StatusOr<std::unique_ptr<Queue>> WorkerHost::add_queue(std::unique_ptr<WorkerQueue> q) {
   absl::MutexLock lock(&mu_);
   if (absl::Status s = ensure_worker(); !s.ok()) return s;
   q->id_ = next_id_++;

@@ -1,16 +1,18 @@
 // A device whose kernels run in a worker process (DESIGN §8). The daemon
 // keeps everything it trusts — handles, validation, the launch pipeline, the
 // buffers' memory — and an IsolatedDevice forwards only the driver's part
-// (compile, launch, wait) to one worker process of its own. On a CPU device
-// each session gets one, so a kernel can reach only its own session's
-// memory, and a crash or a hang costs only that session.
+// (compile, launch, wait) to one worker process (its WorkerHost). On a CPU
+// device each session gets one of its own, so a kernel can reach only its
+// own session's memory, and a crash or a hang costs only that session; with
+// WorkerScope::kDevice every session on the device shares one.
 //
 // Buffers live in memfds the daemon owns and maps; the worker maps them too.
 // When a worker dies (a signal, a deadline), the launches it held are lost:
 // the next wait on each queue that had some reports ABORTED (or, for the
 // launch that ran past its deadline, DEADLINE_EXCEEDED) naming the kernel,
 // how the worker ended and the launches lost. The next request starts a new
-// worker and gives it the session's buffers and queues again; kernels are
+// worker and gives it the buffers and queues again (of every session it
+// serves); kernels are
 // loaded into it as launches need them.
 //
 // A kernel is compiled by a compile worker started for that compile alone,
@@ -94,42 +96,43 @@ struct CpuShare {
   int higher_classes = 0;  // priority classes above the tenant's
 };
 
-class IsolatedDevice final : public Device, public DeadlineWatched {
+class IsolatedDevice;
+
+// kad's side of one worker process: the process, the lock its requests
+// take, the buffers and queues it was given (every session's that shares
+// it), the kernels it loaded, and what is lost with it. A new worker gets
+// them all again at the next request.
+class WorkerHost final : public DeadlineWatched {
  public:
   // `shared` is the daemon's own device object: its description only is used.
   // `share`: where its workers go, and their niceness. `owner`: whose code
-  // the session runs (WorkerPool::remember), the only code other than its
-  // own that its worker may hold.
-  IsolatedDevice(Device& shared, WorkerPool& pool, CpuShare share = {}, std::string owner = {})
-      : shared_(shared), pool_(pool), share_(std::move(share)), owner_(std::move(owner)) {}
-  ~IsolatedDevice() override;  // stops the worker
+  // its worker runs (WorkerPool::remember), the only code other than its
+  // sessions' own that it may hold.
+  WorkerHost(Device& shared, WorkerPool& pool, WorkerScope scope, CpuShare share = {},
+             std::string owner = {})
+      : shared_(shared),
+        pool_(pool),
+        scope_(scope),
+        share_(std::move(share)),
+        owner_(std::move(owner)) {}
+  ~WorkerHost() override;  // stops the worker
 
-  const DeviceInfo& info() const override { return shared_.info(); }
-  absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
-  absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) override;
-  // A queue whose launches may each run `launch_timeout`.
-  absl::StatusOr<std::unique_ptr<Queue>> create_queue(absl::Duration launch_timeout);
-  absl::StatusOr<std::unique_ptr<Queue>> create_queue() override {
-    return create_queue(pool_.options().launch_timeout);
-  }
-  std::string compiler_options(const KernelSignature& signature,
-                               const Specialization& spec) const override {
-    return shared_.compiler_options(signature, spec);
-  }
-  absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
-
+  const DeviceInfo& info() const { return shared_.info(); }
+  WorkerScope scope() const { return scope_; }
   void check_deadlines() override;
-
   // Kills the worker now, without waiting for a request in progress (which
-  // then fails): for a session that closes.
+  // then fails): for a session that closes, where the worker is its own.
   void stop_worker();
   // The worker's process id now, 0 when none runs (for tests and status).
-  pid_t worker_pid() const;
+  pid_t worker_pid() const { return running_pid_.load(); }
 
  private:
+  friend class IsolatedDevice;
   friend class WorkerBuffer;
   friend class WorkerQueue;
 
+  // "the session's worker" or "the device's worker", for messages.
+  const char* whose() const;
   absl::Status ensure_worker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads the worker's answer to a request, `deadline` being enough for a
   // worker that is free. Where the worker runs kernels in the thread that
@@ -164,9 +167,11 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
   // would not see it otherwise.
   void check_alive() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   absl::StatusOr<std::unique_ptr<Buffer>> add_buffer(std::unique_ptr<WorkerBuffer> buffer);
+  absl::StatusOr<std::unique_ptr<Queue>> add_queue(std::unique_ptr<WorkerQueue> queue);
 
   Device& shared_;
   WorkerPool& pool_;
+  const WorkerScope scope_;
   const CpuShare share_;
   const std::string owner_;
   mutable absl::Mutex mu_;
@@ -181,10 +186,55 @@ class IsolatedDevice final : public Device, public DeadlineWatched {
       ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<uint64_t> wide_given_ ABSL_GUARDED_BY(mu_);
   static constexpr size_t kWideTables = 16;  // their room, made once per worker
+  // Every buffer and queue the worker holds, of every session it serves:
+  // ids come from one counter per worker host.
   absl::flat_hash_map<uint64_t, WorkerBuffer*> buffers_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<uint64_t, WorkerQueue*> queues_ ABSL_GUARDED_BY(mu_);
   uint64_t next_id_ ABSL_GUARDED_BY(mu_) = 1;
   uint64_t generation_ ABSL_GUARDED_BY(mu_) = 0;  // workers lost so far
+};
+
+// One session's view of a device whose driver runs in a worker: the
+// `Device` its buffers and queues belong to. The worker is the session's
+// own (WorkerScope::kSession) or shared by every session on the device.
+class IsolatedDevice final : public Device {
+ public:
+  // A worker of the session's own.
+  IsolatedDevice(Device& shared, WorkerPool& pool, CpuShare share = {}, std::string owner = {})
+      : shared_(shared),
+        host_(std::make_shared<WorkerHost>(shared, pool, WorkerScope::kSession, std::move(share),
+                                           std::move(owner))) {}
+  // The worker of `host`, which other sessions may share.
+  IsolatedDevice(Device& shared, std::shared_ptr<WorkerHost> host)
+      : shared_(shared), host_(std::move(host)) {}
+
+  const DeviceInfo& info() const override { return shared_.info(); }
+  absl::StatusOr<std::unique_ptr<Buffer>> allocate(uint64_t bytes) override;
+  absl::StatusOr<std::unique_ptr<Buffer>> import_host_memory(const HostMemoryRef& host) override;
+  // A queue whose launches may each run `launch_timeout`.
+  absl::StatusOr<std::unique_ptr<Queue>> create_queue(absl::Duration launch_timeout);
+  absl::StatusOr<std::unique_ptr<Queue>> create_queue() override {
+    return create_queue(host_->pool_.options().launch_timeout);
+  }
+  std::string compiler_options(const KernelSignature& signature,
+                               const Specialization& spec) const override {
+    return shared_.compiler_options(signature, spec);
+  }
+  absl::StatusOr<std::unique_ptr<CompiledKernel>> compile(const CompileRequest& request) override;
+
+  const std::shared_ptr<WorkerHost>& host() const { return host_; }
+  // Whether the worker is this session's alone: its close then ends it.
+  bool owns_worker() const { return host_->scope() == WorkerScope::kSession; }
+  // For a session that closes: kills its own worker now (a shared one
+  // serves the other sessions on).
+  void stop_worker() {
+    if (owns_worker()) host_->stop_worker();
+  }
+  pid_t worker_pid() const { return host_->worker_pid(); }
+
+ private:
+  Device& shared_;
+  std::shared_ptr<WorkerHost> host_;
 };
 
 }  // namespace kad::server::worker

@@ -53,8 +53,15 @@ inline std::string pocl_driver_build_variant(std::string_view driver) {
 // a kernel's long launches get every core (launch_executor.h).
 inline bool pocl_driver_has_wide_device(std::string_view driver) { return driver == "basic"; }
 
+// Whose kernels one worker runs (--worker-scope): one session's (the
+// default: a kernel on a CPU device is native code that reaches its whole
+// process), or every session's on the device (one context per device, as a
+// GPU's driver has it; on a CPU device, for tenants that trust each other).
+enum class WorkerScope { kSession, kDevice };
+
 struct WorkerOptions {
   WorkerCommand command;  // empty executable: no workers, kernels run in the daemon
+  WorkerScope scope = WorkerScope::kSession;
   // A launch that runs longer ends its worker (--launch-timeout).
   absl::Duration launch_timeout = absl::Seconds(60);
   // A worker's compile: its compilers have --compile-timeout each, and the

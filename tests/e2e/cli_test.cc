@@ -324,6 +324,7 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
   refused("pocl_worker_driver = \"fast\"\n",
           "pocl_worker_driver `fast` is neither `pthread` nor `basic`");
   refused("log_format = \"xml\"\n", "log_format `xml` is neither `text` nor `json`");
+  refused("worker_scope = \"tenant\"\n", "worker_scope `tenant` is neither `session` nor `device`");
   std::ofstream(dir + "/kad.toml") << "";
   ProcessRun unknown_driver_flag = run(kad + " --check-config --pocl-worker-driver cuda");
   EXPECT_NE(unknown_driver_flag.code, 0);
