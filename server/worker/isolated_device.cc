@@ -356,6 +356,10 @@ const char* WorkerHost::whose() const {
   return scope_ == WorkerScope::kSession ? "the session's worker" : "the device's worker";
 }
 
+const char* WorkerHost::shared_by_sessions() const {
+  return scope_ == WorkerScope::kSession ? "" : ", which runs every session's kernels there,";
+}
+
 void WorkerHost::stop_worker() {
   // Not under mu_: a wait may hold it until its deadline. lose_worker
   // clears the pid before it reaps, so it names the worker here (but for a
@@ -482,6 +486,24 @@ void WorkerHost::lose_worker(const absl::Status& why, const WorkerQueue* deadlin
   running_pid_.store(0);
   const std::string ended = deadline ? worker_->stop() : worker_->reap();
   ++generation_;
+  // The launch whose fault ended the worker, where a queue's page names one
+  // in progress there (fault_witness.h); read before the pages go.
+  const WorkerQueue* culprit = nullptr;
+  EventId culprit_launch = 0;
+  std::string culprit_kernel;
+  if (!deadline) {
+    for (auto& [id, q] : queues_) {
+      if (q->page_ == nullptr) continue;
+      const uint64_t faulted = q->page_->progress().faulted.load(std::memory_order_acquire);
+      const EventId first = std::max(std::max(q->confirmed_, q->base_), q->reported_ended()) + 1;
+      if (faulted == 0 || faulted > q->next_ - 1 - q->base_ || q->base_ + faulted < first) continue;
+      culprit = q;
+      culprit_launch = q->base_ + faulted;
+      const WorkerQueue::Launched& l = q->launched_[culprit_launch % WorkerQueue::kRing];
+      culprit_kernel = l.kernel != nullptr ? l.kernel->entry() : "?";
+      break;
+    }
+  }
   for (auto& [id, q] : queues_) {
     // What the worker reported ended before it went is not lost.
     if (q->page_ != nullptr) {
@@ -512,6 +534,22 @@ void WorkerHost::lose_worker(const absl::Status& why, const WorkerQueue* deadlin
       q->loss_ = absl::AbortedError(
           absl::StrFormat("%s (pid %d) on %s was stopped (%s); %s, the first of them kernel `%s`",
                           whose(), pid, info().id, why.message(), lost, kernel));
+    } else if (culprit == q) {
+      q->loss_ = absl::AbortedError(absl::StrFormat(
+          "%s (pid %d) on %s%s %s while running kernel `%s` (launch %d) of this queue; %s", whose(),
+          pid, info().id, shared_by_sessions(), ended, culprit_kernel, culprit_launch, lost));
+    } else if (culprit != nullptr && &culprit->device_ == &q->device_) {
+      q->loss_ = absl::AbortedError(absl::StrFormat(
+          "%s (pid %d) on %s%s %s while running kernel `%s` (launch %d) of another of the "
+          "session's queues; %s, the first of them kernel `%s`",
+          whose(), pid, info().id, shared_by_sessions(), ended, culprit_kernel, culprit_launch,
+          lost, kernel));
+    } else if (culprit != nullptr) {
+      // Another session's kernel: not named to this one.
+      q->loss_ = absl::AbortedError(absl::StrFormat(
+          "%s (pid %d) on %s%s %s while running another session's kernel; %s, the first of them "
+          "kernel `%s`",
+          whose(), pid, info().id, shared_by_sessions(), ended, lost, kernel));
     } else if (scope_ == WorkerScope::kDevice) {
       // Any session's kernel may have ended it: none is named as the cause.
       q->loss_ = absl::AbortedError(absl::StrFormat(
@@ -528,9 +566,14 @@ void WorkerHost::lose_worker(const absl::Status& why, const WorkerQueue* deadlin
     q->loss_pending_ = true;
   }
   if (!closing_.load()) {  // a closing session's worker is killed on purpose
-    spdlog::warn("{} (pid {}) on {} {} ({})",
+    spdlog::warn("{} (pid {}) on {} {}{} ({})",
                  scope_ == WorkerScope::kSession ? "a session's worker" : "the device's worker",
-                 pid, info().id, ended, std::string(why.message()));
+                 pid, info().id, ended,
+                 culprit != nullptr
+                     ? absl::StrFormat(" while running kernel `%s` (launch %d of its queue)",
+                                       culprit_kernel, culprit_launch)
+                     : std::string(),
+                 std::string(why.message()));
     pool_.note_lost(deadline);
   }
   running_pid_.store(0);

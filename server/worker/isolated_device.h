@@ -133,6 +133,8 @@ class WorkerHost final : public DeadlineWatched {
 
   // "the session's worker" or "the device's worker", for messages.
   const char* whose() const;
+  // ", which runs every session's kernels there," for the device's worker.
+  const char* shared_by_sessions() const;
   absl::Status ensure_worker() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Reads the worker's answer to a request, `deadline` being enough for a
   // worker that is free. Where the worker runs kernels in the thread that

@@ -41,6 +41,7 @@
 #include "core/launch_context.h"
 #include "core/launch_geometry.h"
 #include "core/launch_request.h"
+#include "server/worker/fault_witness.h"
 #include "server/worker/wide_choice.h"
 
 namespace kad::server::worker {
@@ -109,8 +110,9 @@ class LaunchExecutor {
   // queue on the wide device) where it gains from every core, in turn; for
   // the n-th (from 1), once it has run, calls `report.failed(n, status)`
   // with the driver's refusal or the kernel's failure, if any, then
-  // `report.ended(n)`. Returns after release(), once every launch handed
-  // over has run.
+  // `report.ended(n)`; while it runs, a fault of this thread writes n into
+  // `*report.faulted()` (fault_witness.h). Returns after release(), once
+  // every launch handed over has run.
   template <typename Report>
   void run(Queue& queue, Queue* wide, Report report);
 
@@ -174,7 +176,11 @@ void LaunchExecutor::run(Queue& queue, Queue* wide, Report report) {
       sleep_on(published_word_, seen, executor_sleeping_);
       continue;
     }
-    const absl::Status status = run_one(queue, wide, slots_[done % kSlots]);
+    absl::Status status;
+    {
+      const RunningLaunch running(report.faulted(), done + 1);
+      status = run_one(queue, wide, slots_[done % kSlots]);
+    }
     // Its failure is noted before the loop may run the next launch, and
     // the launch is done before its end is reported: a launch the client
     // sends once it sees this end finds the executor idle (may_run_here).
@@ -189,7 +195,11 @@ void LaunchExecutor::run(Queue& queue, Queue* wide, Report report) {
 template <typename Report>
 void LaunchExecutor::run_here(Queue& queue, Report report) {
   const uint64_t n = next_ + 1;
-  const absl::Status status = run_one(queue, nullptr, slots_[next_ % kSlots]);
+  absl::Status status;
+  {
+    const RunningLaunch running(report.faulted(), n);
+    status = run_one(queue, nullptr, slots_[next_ % kSlots]);
+  }
   next_ = n;
   // The executor sleeps (nothing was waiting for it) and need not wake.
   done_.store(n, std::memory_order_seq_cst);

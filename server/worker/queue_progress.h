@@ -32,6 +32,11 @@ struct QueueProgress {
   // A launch failed (the driver refused it, or it ended in error): the
   // next wait that covers it asks the worker which and why.
   std::atomic<uint32_t> failed{0};
+  // The launch (as `completed` counts) that a worker thread was running when
+  // it faulted, written by the fault's handler as the worker dies
+  // (fault_witness.h); 0: none. The daemon reads it only to say which
+  // launch ended the worker, and only if it names one still in progress.
+  std::atomic<uint64_t> faulted{0};
 };
 
 inline constexpr size_t kProgressBytes = 4096;

@@ -29,6 +29,7 @@
 #include "kad/shm/v1/ring.h"
 #include "server/worker/abort_status.h"
 #include "server/worker/end_frontier.h"
+#include "server/worker/fault_witness.h"
 #include "server/worker/launch_executor.h"
 #include "server/worker/launch_ring.h"
 #include "server/worker/queue_progress.h"
@@ -273,6 +274,7 @@ struct ReportEnd {
   WorkerQueueState& s;
   void failed(uint64_t seq, const absl::Status& status) const { s.note_failure(status, seq); }
   void ended(uint64_t seq) const { s.page->report(seq); }
+  std::atomic<uint64_t>* faulted() const { return &s.page->progress().faulted; }
 };
 
 // A queue's executor thread: runs its launches and reports each end at once.
@@ -756,6 +758,7 @@ void harden_worker_process(int fd) {
   }
   syscall(SYS_close_range, 4u, ~0u, 0u);
   report_aborts_by_exit_status();
+  install_fault_witness();
 }
 
 int serve_worker(int fd, Device* device, const absl::Status& why, const Confinement& walls,

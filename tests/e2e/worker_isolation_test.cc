@@ -147,8 +147,9 @@ TEST_P(WorkerIsolation, ACrashingKernelCostsOnlyItsOwnSessionsLaunches) {
     if (crashed.ok()) crashed = (*q)->wait();
     EXPECT_EQ(crashed.code(), absl::StatusCode::kAborted) << crashed;
     EXPECT_THAT(crashed.message(),
-                AllOf(HasSubstr("kernel `hostile`"), HasSubstr(hostile.signal),
-                      HasSubstr("launch 2 was lost"), HasSubstr("the session's worker")));
+                AllOf(HasSubstr("while running kernel `hostile` (launch 2) of this queue"),
+                      HasSubstr(hostile.signal), HasSubstr("launch 2 was lost"),
+                      HasSubstr("the session's worker")));
 
     // Its buffers live in the daemon's memory: still there, data intact.
     std::vector<int32_t> got(1024);
@@ -180,7 +181,67 @@ TEST_P(WorkerIsolation, ACrashingKernelCostsOnlyItsOwnSessionsLaunches) {
   EXPECT_LE(after.workers_running, 1u);
   EXPECT_GT(after.workers_started, before->workers_started);
   EXPECT_THAT(daemon().log(), HasSubstr("a session's worker"));
+  EXPECT_THAT(daemon().log(), HasSubstr("while running kernel `hostile` (launch 2 of its queue)"));
   EXPECT_EQ(kill(daemon().pid(), 0), 0) << "the daemon itself is gone";
+}
+
+// A session's worker runs each of its queues' long launches on a thread of
+// the queue's own: when one queue's kernel faults while another's runs, the
+// loss that each queue is told of names the launch that faulted
+// (fault_witness.h), not the queue's own launch that merely ran beside it.
+TEST_F(WorkerIsolation, EveryQueueOfTheSessionIsToldWhichLaunchFaulted) {
+  constexpr char kSpin[] =
+      "kernel void spin(KAD_CONTEXT, global volatile int* flag) {\n"
+      "  if (kad_active()) { while (flag[0] == 0) { } }\n}\n";
+  auto c = connect(daemon().unix_uri(), "two-queues");
+  ASSERT_NE(c, nullptr);
+  auto spinning = c->create_queue();
+  auto faulting = c->create_queue();
+  auto flags = c->create_queue();  // writes the flag while spin runs
+  auto flag = c->allocate(sizeof(int32_t));
+  auto out = c->allocate(16 * sizeof(int32_t));
+  auto spin_module = c->load_module(kSpin);
+  auto hostile_module = c->load_module(kHostile[0].source);
+  ASSERT_TRUE(spinning.ok() && faulting.ok() && flags.ok() && flag.ok() && out.ok() &&
+              spin_module.ok() && hostile_module.ok());
+  auto spin = c->get_kernel(*spin_module, {.entry = "spin", .args = {ArgSpec::buffer()}});
+  auto hostile = c->get_kernel(*hostile_module, {.entry = "hostile", .args = {ArgSpec::buffer()}});
+  ASSERT_TRUE(spin.ok() && hostile.ok());
+  auto set_flag = [&](int32_t v) {
+    ASSERT_TRUE((*flags)->write(*flag, 0, std::as_bytes(std::span(&v, 1))).ok());
+  };
+  const Arg spin_args[] = {Arg::buffer(*flag)};
+  // A first launch that runs long sends the kernel's later launches to the
+  // queue's own thread; then one that spins until the worker goes.
+  set_flag(0);
+  ASSERT_TRUE((*spinning)->launch(*spin, client::Dims{1}, nullptr, spin_args).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  set_flag(1);
+  ASSERT_TRUE((*spinning)->wait().ok());
+  set_flag(0);
+  ASSERT_TRUE((*spinning)->launch(*spin, client::Dims{1}, nullptr, spin_args).ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+
+  const Arg hostile_args[] = {Arg::buffer(*out)};
+  absl::Status crashed =
+      (*faulting)->launch(*hostile, client::Dims{4}, nullptr, hostile_args).status();
+  if (crashed.ok()) crashed = (*faulting)->wait();
+  EXPECT_EQ(crashed.code(), absl::StatusCode::kAborted) << crashed;
+  EXPECT_THAT(crashed.message(),
+              AllOf(HasSubstr("signal 11"),
+                    HasSubstr("while running kernel `hostile` (launch 1) of this queue"),
+                    HasSubstr("launch 1 was lost")));
+  const absl::Status lost = (*spinning)->wait();
+  EXPECT_EQ(lost.code(), absl::StatusCode::kAborted) << lost;
+  EXPECT_THAT(lost.message(),
+              AllOf(HasSubstr("signal 11"),
+                    HasSubstr("while running kernel `hostile` (launch 1) of another of the "
+                              "session's queues"),
+                    HasSubstr("launch 2 was lost, the first of them kernel `spin`")));
+  // The session goes on, in a new worker.
+  set_flag(1);
+  ASSERT_TRUE((*spinning)->launch(*spin, client::Dims{1}, nullptr, spin_args).ok());
+  EXPECT_TRUE((*spinning)->wait().ok());
 }
 
 INSTANTIATE_TEST_SUITE_P(Kernels, WorkerIsolation,

@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "server/worker/abort_status.h"
+#include "server/worker/fault_witness.h"
 
 namespace {
 
@@ -25,6 +26,7 @@ void like_llvm(int sig) {
 
 int main(int argc, char** argv) {
   kad::server::worker::report_aborts_by_exit_status();
+  kad::server::worker::install_fault_witness();
   const char* mode = argc > 1 ? argv[1] : "";
   if (std::strcmp(mode, "abort-behind-llvm") == 0) {
     struct sigaction on {};
