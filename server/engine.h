@@ -16,6 +16,7 @@
 #include "core/kernel_cache.h"
 #include "core/launch.h"
 #include "core/launch_request.h"
+#include "server/decoded_launch.h"
 #include "server/device_scheduler.h"
 #include "server/queue_finisher.h"
 #include "server/request_counters.h"
@@ -103,15 +104,6 @@ struct EngineCounters {
     std::string walls;  // describe_walls() of the newest worker; empty before one
   };
   Workers workers;
-};
-
-// A launch as the wire gives it, in handles.
-struct LaunchByHandle {
-  uint64_t queue = 0;
-  uint64_t kernel = 0;
-  const NdRange* ndrange = nullptr;
-  const Dims* workgroup = nullptr;
-  std::span<const KernelArg> args;  // buffers given as handles in KernelArg::bits
 };
 
 class Engine {

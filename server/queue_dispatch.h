@@ -4,25 +4,15 @@
 // answer it; what a command does is written here once.
 #pragma once
 
-#include <array>
 #include <cstdint>
 #include <span>
 
 #include "absl/status/status.h"
-#include "core/kernel.h"
 #include "core/launch_request.h"
+#include "server/decoded_launch.h"
 #include "server/engine.h"
 
 namespace kad::server {
-
-// A launch decoded from either transport's bytes, with the storage its
-// request points into: fixed-size, so decoding allocates nothing.
-struct DecodedLaunch {
-  NdRange ndrange;
-  Dims workgroup;
-  std::array<KernelArg, kMaxKernelArgs> args;
-  LaunchByHandle request;  // points into the fields above
-};
 
 struct QueueOp {
   // kRun: a launch, then a wait for it (one round trip for a synchronous launch).

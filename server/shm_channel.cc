@@ -7,7 +7,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <cstring>
 #include <system_error>
 #include <thread>
@@ -75,27 +74,15 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
     return absl::ResourceExhaustedError("cannot create the channel's shared memory");
   }
   c->memory_ = static_cast<uint8_t*>(p);
-  c->header_ = new (p) ChannelHeader();
-  ChannelHeader& h = *c->header_;
-  h.magic = kMagic;
-  h.version = kVersion;
-  h.submit_slots = kSubmitSlots;
-  h.completion_slots = kCompletionSlots;
-  h.arena_bytes = kArenaBytes;
-  h.submit_offset = kSubmitOffset;
-  h.completion_offset = kCompletionOffset;
-  h.arena_offset = kArenaOffset;
-  h.total_bytes = kChannelBytes;
+  ChannelRings::format(p);
+  c->rings_.emplace(p);
   return c;
 }
 
 ShmChannel::~ShmChannel() {
   if (close_listener_ != 0) session_->remove_close_listener(close_listener_);
   stop_.store(true);
-  if (header_) {
-    header_->submit.tail.fetch_add(0);
-    futex_wake(&header_->submit.tail);
-  }
+  if (rings_) futex_wake(&rings_->header().submit.tail);
   if (thread_.joinable()) thread_.join();
   // However long the client keeps its mapping (the header with it: why the
   // channel ended went on the socket too).
@@ -109,7 +96,7 @@ absl::Status ShmChannel::start() {
   // The channel ends with its session, as a Submit stream does.
   close_listener_ = session_->add_close_listener([this] {
     session_closed_.store(true);
-    futex_wake(&header_->submit.tail);
+    futex_wake(&rings_->header().submit.tail);
   });
   try {
     thread_ = std::thread([this] { run(); });
@@ -127,13 +114,7 @@ bool ShmChannel::client_gone() const {
 }
 
 void ShmChannel::end(const std::string& reason) {
-  const size_t n = std::min(reason.size(), sizeof(header_->close_reason));
-  std::memcpy(header_->close_reason, reason.data(), n);
-  header_->close_reason_length = static_cast<uint32_t>(n);
-  header_->closed.store(1, std::memory_order_release);
-  // Wake a client asleep on either ring.
-  futex_wake(&header_->completion.tail);
-  futex_wake(&header_->submit.head);
+  rings_->end(reason);
   // And on the socket, the channel's last message: kad frees the header
   // with the rest of the channel's memory once it reaps the channel, at
   // once, so a client that looks only then reads zeros there. The message
@@ -158,43 +139,21 @@ void ShmChannel::set_busy(bool busy) {
     g_busy_channels.fetch_sub(1, std::memory_order_relaxed);
 }
 
-bool ShmChannel::post(const CompletionRecord& done) {
-  RingIndices& ring = header_->completion;
-  // kad's own count, not the shared word the client could rewrite.
-  const uint32_t tail = completion_tail_;
-  auto deadline =
-      std::chrono::steady_clock::now() + std::chrono::milliseconds(options_.stall_timeout_ms);
-  for (;;) {
-    const uint32_t head = ring.head.load(std::memory_order_acquire);
-    const uint32_t used = tail - head;
-    if (used > kCompletionSlots) {
-      end(absl::StrFormat("completion ring indices out of range (head %d, tail %d)", head, tail));
-      return false;
-    }
-    if (used < kCompletionSlots) break;
-    if (stop_.load() || client_gone()) return false;
-    if (std::chrono::steady_clock::now() > deadline) {
-      end(absl::StrFormat("the client read no completion for %d ms with the ring full",
-                          options_.stall_timeout_ms));
-      return false;
-    }
-    wait_for_change(&ring.head, head, &ring.producer_waiting, 50'000'000, spin_);
-  }
-  auto* slots = reinterpret_cast<CompletionRecord*>(memory_ + kCompletionOffset);
-  std::memcpy(&slots[tail % kCompletionSlots], &done, sizeof(done));
-  completion_tail_ = tail + 1;
-  ring.tail.store(completion_tail_, std::memory_order_release);
-  notify(&ring.tail, &ring.consumer_waiting);
-  return true;
+bool ShmChannel::post() {
+  const absl::Status posted =
+      rings_->post(completion_.record(), absl::Milliseconds(options_.stall_timeout_ms), spin_,
+                   [this] { return stop_.load() || client_gone(); });
+  if (posted.ok()) return true;
+  if (!absl::IsCancelled(posted)) end(std::string(posted.message()));
+  return false;
 }
 
-void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
-  std::memset(done, 0, offsetof(CompletionRecord, message));
-  done->tag = r.tag;
+bool ShmChannel::execute(const SubmitRecord& r) {
+  CompletionRecord* done = &completion_.start(r.tag);
   // Decoded here; what the command does is run_queue_op's, shared with gRPC.
   absl::Status status;
   QueueOp op;
-  std::byte* const arena = reinterpret_cast<std::byte*>(memory_ + kArenaOffset);
+  std::byte* const arena = rings_->arena();
   switch (static_cast<Op>(r.op)) {
     case Op::kLaunch:
     case Op::kSubmit:
@@ -242,26 +201,14 @@ void ShmChannel::execute(const SubmitRecord& r, CompletionRecord* done) {
     for (int d = 0; d < launched.workgroup.rank; ++d) done->workgroup[d] = launched.workgroup[d];
   }
   if (!status.ok()) engine_.requests().count_command(status.code());
+  completion_.finish(status);
   // A submitted launch that was accepted has nothing to tell.
-  answer_ = !(static_cast<Op>(r.op) == Op::kSubmit && status.ok());
-  done->code = static_cast<int32_t>(status.code());
-  // Past its length a message's bytes are zeros, not an earlier record's.
-  size_t n = 0;
-  if (!status.ok()) {
-    n = std::min(status.message().size(), kMaxMessage);
-    std::memcpy(done->message, status.message().data(), n);
-    done->message_length = static_cast<uint32_t>(n);
-  }
-  if (message_in_done_ || n > 0) std::memset(done->message + n, 0, kMaxMessage - n);
-  message_in_done_ = n > 0;
+  return !(static_cast<Op>(r.op) == Op::kSubmit && status.ok());
 }
 
 void ShmChannel::run() {
   t_kad_service_thread = true;
   pthread_setname_np(pthread_self(), "kad-shm");
-  RingIndices& ring = header_->submit;
-  auto* slots = reinterpret_cast<const SubmitRecord*>(memory_ + kSubmitOffset);
-  uint32_t head = 0;
   // The last wait ended with nothing to do: the next one sleeps at once. A
   // channel spins only while work comes; idle, each of its periodic
   // wake-ups would spin for nothing (48 idle channels: 0.16 of a core).
@@ -273,14 +220,14 @@ void ShmChannel::run() {
     }
     // Both sides spin first only while the cores allow it; the client reads
     // what kad decided from the header (its own value there decides nothing here).
-    // Written only when it changes: the client reads that line at every wait.
-    if (const bool spin = spinning_pays(); spin != spin_) {
-      spin_ = spin;
-      header_->sleep_at_once.store(spin ? 0 : 1, std::memory_order_relaxed);
+    spin_ = spinning_pays();
+    rings_->set_sleep_at_once(!spin_);
+    const absl::StatusOr<uint32_t> waiting = rings_->wait_for_records(100'000'000, spin_ && !idle);
+    if (!waiting.ok()) {
+      end(std::string(waiting.status().message()));
+      break;
     }
-    const uint32_t tail =
-        wait_for_change(&ring.tail, head, &ring.consumer_waiting, 100'000'000, spin_ && !idle);
-    if (tail == head) {
+    if (*waiting == 0) {
       idle = true;
       set_busy(false);
       if (client_gone()) break;
@@ -288,22 +235,12 @@ void ShmChannel::run() {
     }
     idle = false;
     set_busy(true);
-    if (tail - head > kSubmitSlots) {
-      end(absl::StrFormat("submission ring indices out of range (head %d, tail %d)", head, tail));
-      break;
-    }
     bool ok = true;
     // A stop ends the batch too: a ring's worth of records is up to
     // kSubmitSlots launches, which a stopping kad need not run.
-    while (head != tail && ok && !stop_.load(std::memory_order_relaxed)) {
-      std::memcpy(&record_, &slots[head % kSubmitSlots],
-                  sizeof(record_));  // the client may still write
-      ++head;
-      ring.head.store(head, std::memory_order_release);
-      // A client waiting for room wants half the ring, not this one slot.
-      notify_producer(&ring.head, &ring.producer_waiting, &ring.producer_wake_at);
-      execute(record_, &done_);
-      if (answer_) ok = post(done_);
+    for (uint32_t n = *waiting; n > 0 && ok && !stop_.load(std::memory_order_relaxed); --n) {
+      rings_->take(&record_);
+      if (execute(record_)) ok = post();
     }
     if (!ok) break;
   }

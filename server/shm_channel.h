@@ -16,6 +16,7 @@
 #include "kad/shm/v1/layout.h"
 #include "server/engine.h"
 #include "server/shm_decode.h"
+#include "server/shm_rings.h"
 
 namespace kad::server {
 
@@ -52,10 +53,10 @@ class ShmChannel {
         options_(options) {}
 
   void run();
-  // Runs one record; fills `done` and answer_ (whether `done` goes back).
-  void execute(const shm::v1::SubmitRecord& record, shm::v1::CompletionRecord* done);
-  // Posts a completion, waiting for room; false when the channel must end.
-  bool post(const shm::v1::CompletionRecord& done);
+  // Runs one record into completion_; whether its completion goes back.
+  bool execute(const shm::v1::SubmitRecord& record);
+  // Posts completion_, waiting for room; false when the channel must end.
+  bool post();
   bool client_gone() const;
   // Counts the channel among the busy ones (its client submitted within the
   // last wait), or no longer.
@@ -71,19 +72,14 @@ class ShmChannel {
   ShmOptions options_;
   int memfd_ = -1;
   uint8_t* memory_ = nullptr;
-  shm::v1::ChannelHeader* header_ = nullptr;
+  std::optional<ChannelRings> rings_;  // in memory_
   std::thread thread_;
   std::atomic<bool> stop_{false};
   std::atomic<bool> session_closed_{false};  // set by the session's close listener
   uint64_t close_listener_ = 0;
   std::atomic<bool> finished_{false};
-  // Zeroed when made: a completion goes to the client whole, and no byte of
-  // it may be what kad's heap held before (another session's, say).
   shm::v1::SubmitRecord record_{};  // private copy of the slot being run
-  shm::v1::CompletionRecord done_{};
-  bool message_in_done_ = false;  // done_'s message bytes hold an earlier record's
-  uint32_t completion_tail_ = 0;  // completions posted: the ring's tail, kad's copy
-  bool answer_ = true;            // whether done_ goes back to the client
+  CompletionBuilder completion_;
   DecodedLaunch decoded_;
   // The channel thread's: whether it counts among the busy channels, and
   // whether its waits spin first.

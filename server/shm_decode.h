@@ -4,14 +4,12 @@
 // must already be a private copy (the client may still be writing the slot).
 #pragma once
 
-#include <array>
 #include <cstdint>
 
 #include "absl/status/status.h"
 #include "core/kernel.h"
 #include "kad/shm/v1/layout.h"
-#include "server/engine.h"
-#include "server/queue_dispatch.h"
+#include "server/decoded_launch.h"
 
 namespace kad::server {
 

@@ -18,10 +18,11 @@ thread_local uint64_t t_launch = 0;
 
 struct sigaction g_before[kNumFaults] = {};
 
+// The handler is installed for kFaults alone, so `sig` is one of them.
 int index_of(int sig) {
-  for (int i = 0; i < kNumFaults; ++i)
-    if (kFaults[i] == sig) return i;
-  return -1;
+  int i = 0;
+  while (i + 1 < kNumFaults && kFaults[i] != sig) ++i;
+  return i;
 }
 
 void on_fault(int sig, siginfo_t* info, void* context) {
@@ -29,15 +30,12 @@ void on_fault(int sig, siginfo_t* info, void* context) {
   // another process sent names no launch of ours.
   if (info != nullptr && info->si_code > 0 && t_faulted != nullptr && t_launch != 0)
     t_faulted->store(t_launch, std::memory_order_release);
-  const int i = index_of(sig);
-  if (i < 0) return;
-  const struct sigaction& before = g_before[i];
+  const struct sigaction& before = g_before[index_of(sig)];
   if ((before.sa_flags & SA_SIGINFO) != 0 && before.sa_sigaction != nullptr) {
     before.sa_sigaction(sig, info, context);
     return;
   }
-  if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN &&
-      before.sa_handler != nullptr) {
+  if (before.sa_handler != SIG_DFL && before.sa_handler != SIG_IGN) {
     before.sa_handler(sig);
     return;
   }
