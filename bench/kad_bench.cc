@@ -249,6 +249,13 @@ std::string bench_worker_executable() {
   return e != nullptr ? e : KAD_DAEMON_PATH;
 }
 
+// KAD_BENCH_SHM_DIRECT=1: the daemon with workers lends shared-memory
+// channels to them (--shm-direct: the direct path).
+bool bench_shm_direct() {
+  const char* e = std::getenv("KAD_BENCH_SHM_DIRECT");
+  return e != nullptr && std::string_view(e) == "1";
+}
+
 // The bench's two daemons, made at first use and stopped by main before it
 // returns: left to the process's exit, a worker pool's thread could still
 // log (a spare that started late) after spdlog's own statics were gone.
@@ -264,7 +271,8 @@ kad::testing::InProcessDaemon& daemon(bool workers = false) {
                                                            bench_submit_streams());
     daemon_slot(true) = new kad::testing::InProcessDaemon(
         "bench-workers", /*workers=*/true, kad::server::EngineLimits{}.device_queue_depth,
-        bench_submit_streams(), bench_pocl_worker_driver(), bench_worker_executable());
+        bench_submit_streams(), bench_pocl_worker_driver(), bench_worker_executable(),
+        bench_shm_direct());
   });
   return *daemon_slot(workers);
 }

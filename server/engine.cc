@@ -463,6 +463,7 @@ absl::StatusOr<Engine::MappedBuffer> Engine::map_buffer(Session& s, uint64_t buf
 }
 
 absl::Status Engine::free_buffer(Session& s, uint64_t buffer) {
+  const ChannelLoans::Hold lent_plans_name_buffers = hold_channels(s, 0);
   absl::MutexLock lock(&s.mu);
   auto it = s.buffers.find(buffer);
   if (it == s.buffers.end()) {
@@ -530,6 +531,7 @@ absl::Status Engine::write_buffer(Session& s, uint64_t queue, uint64_t buffer, u
 absl::Status Engine::write_buffer_pieces(Session& s, uint64_t queue, uint64_t buffer,
                                          uint64_t offset,
                                          std::span<const std::span<const std::byte>> pieces) {
+  const ChannelLoans::Hold hold = hold_channels(s, queue);
   absl::MutexLock lock(&s.mu);
   absl::StatusOr<CopyTarget> t = copy_target(s, queue, buffer);
   if (!t.ok()) return t.status();
@@ -543,6 +545,7 @@ absl::Status Engine::write_buffer_pieces(Session& s, uint64_t queue, uint64_t bu
 
 absl::Status Engine::read_buffer(Session& s, uint64_t queue, uint64_t buffer, uint64_t offset,
                                  std::span<std::byte> data) {
+  const ChannelLoans::Hold hold = hold_channels(s, queue);
   absl::MutexLock lock(&s.mu);
   absl::StatusOr<CopyTarget> t = copy_target(s, queue, buffer);
   if (!t.ok()) return t.status();
@@ -671,6 +674,7 @@ absl::Status Engine::check_queue(Session& s, uint64_t queue, absl::Duration lock
 
 absl::StatusOr<LaunchResult> Engine::launch(Session& s, const LaunchByHandle& request) {
   if (draining()) return absl::UnavailableError("kad is shutting down: launch refused");
+  const ChannelLoans::Hold hold = hold_channels(s, request.queue);
   if (request.args.size() > kMaxKernelArgs) {
     return absl::InvalidArgumentError(
         absl::StrFormat("a launch has %d arguments, more than the maximum of %d",
@@ -779,6 +783,7 @@ absl::StatusOr<LaunchResult> Engine::launch_locked(Session& s, const LaunchByHan
 }
 
 absl::Status Engine::wait(Session& s, uint64_t queue, EventId event) {
+  const ChannelLoans::Hold hold = hold_channels(s, queue);
   std::shared_ptr<SessionQueue> q;
   {
     absl::MutexLock lock(&s.mu);
@@ -791,6 +796,60 @@ absl::Status Engine::wait(Session& s, uint64_t queue, EventId event) {
   // Events of a queue are consecutive launches: everything up to `target` is done.
   if (waited.ok()) note_waited(*q, target);
   return waited;
+}
+
+absl::StatusOr<Engine::ChannelLoan> Engine::lend_channel(Session& s, uint64_t queue,
+                                                         EventId launched,
+                                                         const shm::v1::SubmitRecord& key,
+                                                         const shm::v1::CompletionRecord& done,
+                                                         int channel_fd, RingPositions at) {
+  if (draining()) return absl::UnavailableError("kad is shutting down");
+  // Under the session's lock: no launch joins the queue meanwhile.
+  absl::MutexLock lock(&s.mu);
+  if (s.closing) return absl::FailedPreconditionError("the session closes");
+  absl::StatusOr<std::shared_ptr<SessionQueue>> q = find_queue(s, queue);
+  if (!q.ok()) return q.status();
+  SessionQueue& sq = **q;
+  if (sq.owner == nullptr || !sq.owner->owns_worker())
+    return absl::FailedPreconditionError("the queue is not on a worker of the session's own");
+  if (sq.last_event.load() != launched || launched == 0)
+    return absl::FailedPreconditionError("the launch is not the queue's newest");
+  auto* scheduled = dynamic_cast<ScheduledQueue*>(sq.queue.get());
+  if (scheduled != nullptr && !scheduled->idle())
+    return absl::FailedPreconditionError("the queue has launches in progress");
+  Queue& device_queue = scheduled != nullptr ? scheduled->device_queue() : *sq.queue;
+  auto loan = std::make_unique<worker::ServeChannelRecord>();  // 5 KB, once per loan
+  loan->event_base = launched;
+  loan->submit_head = at.submit_head;
+  loan->completion_tail = at.completion_tail;
+  loan->plan.key = key;
+  loan->plan.linear = done.linear;
+  loan->plan.index_bits = done.index_bits;
+  loan->plan.rank = done.rank;
+  loan->plan.workgroup_rank = done.workgroup_rank;
+  std::memcpy(loan->plan.workgroup, done.workgroup, sizeof(loan->plan.workgroup));
+  absl::StatusOr<std::shared_ptr<worker::ProgressPage>> page =
+      sq.owner->lend_channel(device_queue, channel_fd, loan.get());
+  if (!page.ok()) return page.status();
+  return ChannelLoan{*q, &device_queue, *std::move(page), launched};
+}
+
+void Engine::count_lent_launches(const ChannelLoan& loan, uint64_t n) {
+  if (n == 0) return;
+  launches_.fetch_add(n, std::memory_order_relaxed);
+  device_launches_[loan.queue->device_index]->fetch_add(n, std::memory_order_relaxed);
+}
+
+void Engine::end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches) {
+  absl::MutexLock lock(&s.mu);  // the writer of the queue's count
+  SessionQueue& sq = *loan.queue;
+  if (auto* scheduled = dynamic_cast<ScheduledQueue*>(sq.queue.get()))
+    scheduled->absorb_ended(launches);
+  // Never counted against the tenant: the worker ran them one at a time.
+  const EventId last = sq.last_event.load() + launches;
+  sq.released.fetch_add(launches);
+  sq.last_event.store(last);
+  note_waited(sq, last);
 }
 
 EngineCounters Engine::counters() const {

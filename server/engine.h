@@ -21,6 +21,7 @@
 #include "server/queue_finisher.h"
 #include "server/request_counters.h"
 #include "server/session.h"
+#include "server/shm_rings.h"
 #include "server/tenants.h"
 #include "server/worker/worker_pool.h"
 
@@ -56,6 +57,10 @@ struct EngineLimits {
   // launches wait in kad and go to the device in fair order
   // (device_scheduler.h; --device-queue-depth). 0: straight to the device.
   uint32_t device_queue_depth = 64;
+  // The direct path (--shm-direct, server/README.md): a shared-memory
+  // channel whose client repeats one synchronous launch is lent to the
+  // session's own worker, which answers it without kad.
+  bool shm_direct = false;
 };
 
 struct EngineCounters {
@@ -200,6 +205,33 @@ class Engine {
   // at most `timeout`; false when launches still run then.
   bool drain(absl::Duration timeout);
   bool draining() const { return draining_.load(); }
+
+  // The direct path (--shm-direct; server/README.md): a channel lent to the
+  // session's own worker, which answers its client's synchronous launches.
+  struct ChannelLoan {
+    std::shared_ptr<SessionQueue> queue;
+    Queue* device_queue = nullptr;  // the worker's queue behind `queue`
+    std::shared_ptr<worker::ProgressPage> page;
+    EventId event_base = 0;  // the queue's event before the loan's first launch
+  };
+  // Lends `queue`'s channel (its memfd, the rings at `at`) after the kRun
+  // record `key` launched `launched` and was answered `done`: that launch
+  // must be the queue's newest, with every launch of the queue ended, on the
+  // session's own worker. FAILED_PRECONDITION where it cannot be lent now.
+  absl::StatusOr<ChannelLoan> lend_channel(Session& s, uint64_t queue, EventId launched,
+                                           const shm::v1::SubmitRecord& key,
+                                           const shm::v1::CompletionRecord& done, int channel_fd,
+                                           RingPositions at);
+  // Counts `n` launches more that the worker ran for a lent channel.
+  void count_lent_launches(const ChannelLoan& loan, uint64_t n);
+  // The loan has ended with `launches` run by the worker: they become the
+  // queue's events event_base + 1 ..., ended and waited for.
+  void end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches);
+  // What a request that must find `queue` (0: every queue) as kad keeps it
+  // holds while it runs (ChannelLoans): nothing without --shm-direct.
+  ChannelLoans::Hold hold_channels(Session& s, uint64_t queue) {
+    return limits_.shm_direct ? s.loans.hold(queue) : ChannelLoans::Hold();
+  }
 
  private:
   absl::StatusOr<Device*> device_for(absl::string_view id) const;

@@ -259,6 +259,19 @@ void ScheduledQueue::note_error_locked(EventId event, absl::Status status, bool 
   error_event_ = event;
 }
 
+bool ScheduledQueue::idle() const {
+  absl::MutexLock lock(&mu());
+  return issued_ == ended_ && dispatched_ == issued_ && held_count_ == 0 && in_flight_count_ == 0 &&
+         error_.ok();
+}
+
+void ScheduledQueue::absorb_ended(uint64_t n) {
+  absl::MutexLock lock(&mu());
+  issued_ += n;
+  dispatched_ += n;
+  ended_ += n;
+}
+
 absl::Status ScheduledQueue::wait(EventId event) {
   absl::MutexLock lock(&mu());
   if (absl::Status s = check_issued(event, issued_ + 1); !s.ok()) return s;

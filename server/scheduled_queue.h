@@ -73,6 +73,14 @@ class ScheduledQueue final : public Queue {
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
 
+  // The direct path (server/README.md): the device's queue behind this one,
+  // whether every launch issued has ended with no failure left to report,
+  // and `n` launches that ran on the device's queue without this one (a
+  // lent channel's), which take the next ids, ended.
+  Queue& device_queue() const { return *queue_; }
+  bool idle() const;
+  void absorb_ended(uint64_t n);
+
   // Clients in a wait that sends the queue's granted launches themselves
   // (their launch has not gone to the device yet).
   uint32_t clients_dispatching() const {

@@ -19,6 +19,7 @@
 #include "core/backend.h"
 #include "core/kernel.h"
 #include "core/module.h"
+#include "server/channel_loans.h"
 #include "server/tenants.h"
 #include "server/worker/isolated_device.h"
 
@@ -192,6 +193,8 @@ class Session {
   std::atomic<uint32_t> streams{0};
   std::atomic<uint32_t> channels{0};
   std::atomic<uint32_t> transfers{0};
+  // Its shared-memory channels that kad may lend to its worker (the direct path).
+  ChannelLoans loans;
 
   // Streams and channels that serve this session end with it: each registers
   // a listener, run once when the session closes (at once if it already has).

@@ -18,6 +18,8 @@
 #include "server/queue_dispatch.h"
 #include "server/sealed_memfd.h"
 #include "server/shm_decode.h"
+#include "server/worker/isolated_device.h"
+#include "server/worker/served_channel.h"
 #include "spdlog/spdlog.h"
 
 namespace kad::server {
@@ -82,8 +84,11 @@ absl::StatusOr<std::unique_ptr<ShmChannel>> ShmChannel::create(Engine& engine,
 ShmChannel::~ShmChannel() {
   if (close_listener_ != 0) session_->remove_close_listener(close_listener_);
   stop_.store(true);
-  if (rings_) futex_wake(&rings_->header().submit.tail);
+  if (memory_ != nullptr) futex_wake(&header().submit.tail);
+  if (worker::QueueProgress* p = lent_progress_.load()) futex_wake(&p->loan_owner);
   if (thread_.joinable()) thread_.join();
+  // Only now: a request that holds the queue back waits for the loan to end.
+  if (engine_.limits().shm_direct) session_->loans.remove(this);
   // However long the client keeps its mapping (the header with it: why the
   // channel ended went on the socket too).
   release_memfd_memory(memfd_, kChannelBytes);
@@ -96,8 +101,10 @@ absl::Status ShmChannel::start() {
   // The channel ends with its session, as a Submit stream does.
   close_listener_ = session_->add_close_listener([this] {
     session_closed_.store(true);
-    futex_wake(&rings_->header().submit.tail);
+    futex_wake(&header().submit.tail);
+    if (worker::QueueProgress* p = lent_progress_.load()) futex_wake(&p->loan_owner);
   });
+  if (engine_.limits().shm_direct) session_->loans.add(this, queue_);
   try {
     thread_ = std::thread([this] { run(); });
   } catch (const std::system_error& e) {
@@ -191,6 +198,7 @@ bool ShmChannel::execute(const SubmitRecord& r) {
   if (status.ok())
     status = run_queue_op(engine_, *session_, queue_, op, RequestCounters::Transport::kSharedMemory,
                           &result);
+  last_run_ = op.kind == QueueOp::Kind::kRun && status.ok() ? result.launch.event : 0;
   if (result.launched) {
     const LaunchResult& launched = result.launch;
     done->event = launched.event;
@@ -204,6 +212,115 @@ bool ShmChannel::execute(const SubmitRecord& r) {
   completion_.finish(status);
   // A submitted launch that was accepted has nothing to tell.
   return !(static_cast<Op>(r.op) == Op::kSubmit && status.ok());
+}
+
+void ShmChannel::recall() {
+  worker::QueueProgress* p = lent_progress_.load();
+  if (p == nullptr) return;
+  p->loan_recall.store(1, std::memory_order_seq_cst);
+  futex_wake(&header().submit.tail);  // the worker, asleep on the client's ring
+  futex_wake(&p->loan_owner);         // this channel's thread
+}
+
+bool ShmChannel::consider_loan() {
+  if (!engine_.limits().shm_direct) return false;
+  if (repeats_ > 0 && worker::same_plan(candidate_, record_)) {
+    ++repeats_;
+  } else {
+    candidate_ = record_;
+    repeats_ = 1;
+  }
+  if (repeats_ < loan_after_ || !session_->loans.begin_loan(this)) return false;
+  repeats_ = 0;
+  absl::StatusOr<Engine::ChannelLoan> loan = engine_.lend_channel(
+      *session_, queue_, last_run_, candidate_, completion_.record(), memfd_, rings_->positions());
+  if (!loan.ok()) {
+    session_->loans.returned(this);
+    if (loan.status().code() != absl::StatusCode::kFailedPrecondition) {
+      spdlog::warn("{}: queue {}'s channel stays with kad: {}", session_->log_name(), queue_,
+                   std::string(loan.status().message()));
+    }
+    return false;
+  }
+  if (!lent_before_) {
+    lent_before_ = true;
+    spdlog::info(
+        "{}: queue {}'s shared-memory channel is lent to the session's worker "
+        "(--shm-direct)",
+        session_->log_name(), queue_);
+    spdlog::default_logger()->flush();  // once per channel: seen at once where it goes
+  }
+  if (!serve_lent(*loan)) stop_.store(true);
+  return true;
+}
+
+bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
+  worker::QueueProgress& p = loan.page->progress();
+  worker::IsolatedDevice& device = *loan.queue->owner;
+  lent_progress_.store(&p);
+  uint64_t counted = 0;  // of the worker's launches, those in kad's counters
+  bool recalled = false;
+  absl::Time recalled_at;
+  uint64_t records = ~uint64_t{0};  // taken by the worker, as last seen, and since when
+  absl::Time records_since = absl::Now();
+  for (bool first = true;; first = false) {
+    // Woken by the worker's giving the channel back, or a recall.
+    if (!first) futex_wait(&p.loan_owner, 1, 50'000'000);
+    const worker::LoanView v = device.look_at_loan(*loan.device_queue);
+    if (v.launches > counted) {
+      engine_.count_lent_launches(loan, v.launches - counted);
+      counted = v.launches;
+    }
+    if (!v.lent) break;
+    const absl::Time now = absl::Now();
+    if (stop_.load()) {
+      // kad stops: the worker goes with it, at once.
+      device.expire_loan(*loan.device_queue, absl::UnavailableError("kad stops"));
+      continue;
+    }
+    if (!recalled && (session_closed_.load() || engine_.draining() ||
+                      session_->loans.held(queue_) || p.loan_recall.load() != 0 || client_gone())) {
+      recall();
+      recalled = true;
+      recalled_at = now;
+    }
+    // Busy while the client sends (the worker and the client then wait on
+    // each other), and whether both may spin, as when kad serves.
+    set_busy(v.records != records || v.running_launch);
+    spin_ = spinning_pays();
+    rings_->set_sleep_at_once(!spin_);
+    if (v.records != records) {
+      records = v.records;
+      records_since = now;
+    }
+    // The worker's launch, or its giving the channel back, past the deadline.
+    if (v.running_launch && now - records_since > v.launch_timeout) {
+      device.expire_loan(*loan.device_queue,
+                         absl::DeadlineExceededError("a launch ran past its deadline"));
+    } else if (recalled && !v.running_launch && now - recalled_at > v.launch_timeout) {
+      device.expire_loan(*loan.device_queue,
+                         absl::DeadlineExceededError("it did not give a lent channel back"));
+    }
+  }
+  const worker::LoanReturn r = device.end_loan(*loan.device_queue);
+  // A loan that came back after a few records cost more than it saved (a
+  // round trip to the worker each way): the next waits for a longer run.
+  loan_after_ = r.launches >= kShortLoan ? kLoanAfter : std::min(loan_after_ * 2, kLongestLoanWait);
+  if (r.launches > counted) engine_.count_lent_launches(loan, r.launches - counted);
+  engine_.end_channel_loan(*session_, loan, r.launches);
+  rings_.emplace(memory_, RingPositions{r.submit_head, r.completion_tail});
+  lent_progress_.store(nullptr);
+  bool ok = true;
+  if (r.answering != 0) {
+    // The record the worker took and did not answer (it died meanwhile).
+    CompletionRecord& done = completion_.start(r.tag);
+    if (r.answering == 2) done.event = loan.event_base + r.launches;
+    if (!r.status.ok()) engine_.requests().count_command(r.status.code());
+    completion_.finish(r.status);
+    ok = post();
+  }
+  session_->loans.returned(this);
+  return ok;
 }
 
 void ShmChannel::run() {
@@ -241,6 +358,11 @@ void ShmChannel::run() {
     for (uint32_t n = *waiting; n > 0 && ok && !stop_.load(std::memory_order_relaxed); --n) {
       rings_->take(&record_);
       if (execute(record_)) ok = post();
+      if (last_run_ == 0) {
+        repeats_ = 0;  // a loan is for a run of synchronous launches, back to back
+      } else if (ok && consider_loan()) {
+        break;  // the rings moved on meanwhile
+      }
     }
     if (!ok) break;
   }

@@ -17,6 +17,7 @@
 #include "server/engine.h"
 #include "server/shm_decode.h"
 #include "server/shm_rings.h"
+#include "server/worker/queue_progress.h"
 
 namespace kad::server {
 
@@ -25,7 +26,7 @@ struct ShmOptions {
   int64_t stall_timeout_ms = 10000;
 };
 
-class ShmChannel {
+class ShmChannel final : public ChannelLoans::Lender {
  public:
   // Creates the channel's memory; `socket` is the client's side-socket
   // connection (owned from now on).
@@ -33,7 +34,7 @@ class ShmChannel {
                                                             std::shared_ptr<Session> session,
                                                             uint64_t queue, int socket,
                                                             ShmOptions options);
-  ~ShmChannel();  // stops the thread, unmaps, closes
+  ~ShmChannel() override;  // stops the thread, unmaps, closes
 
   int memfd() const { return memfd_; }
   // Starts the channel's thread; RESOURCE_EXHAUSTED when the process may
@@ -42,6 +43,9 @@ class ShmChannel {
   absl::Status start();
   bool finished() const { return finished_.load(); }
   void stop() { stop_.store(true); }
+  // ChannelLoans::Lender: asks the worker that serves the channel to give it
+  // back, and this channel's thread to take it.
+  void recall() override;
 
  private:
   ShmChannel(Engine& engine, std::shared_ptr<Session> session, uint64_t queue, int socket,
@@ -52,6 +56,11 @@ class ShmChannel {
         socket_(socket),
         options_(options) {}
 
+  // The channel's header, where the rings' words are: for other threads
+  // than the channel's, which may be re-making rings_ meanwhile.
+  shm::v1::ChannelHeader& header() const {
+    return *reinterpret_cast<shm::v1::ChannelHeader*>(memory_);
+  }
   void run();
   // Runs one record into completion_; whether its completion goes back.
   bool execute(const shm::v1::SubmitRecord& record);
@@ -62,6 +71,12 @@ class ShmChannel {
   // last wait), or no longer.
   void set_busy(bool busy);
   void end(const std::string& reason);
+  // The direct path: after a synchronous launch answered by kad, lends the
+  // channel to the session's worker once the client has repeated that
+  // launch kLoanAfter times; serves nothing itself until it is back.
+  // False when the channel must end.
+  bool consider_loan();
+  bool serve_lent(const Engine::ChannelLoan& loan);
 
   Engine& engine_;
   std::shared_ptr<Session> session_;
@@ -81,6 +96,17 @@ class ShmChannel {
   shm::v1::SubmitRecord record_{};  // private copy of the slot being run
   CompletionBuilder completion_;
   DecodedLaunch decoded_;
+  // The direct path: the last synchronous launch's event, the record it
+  // repeats and how often in a row, and the worker's page while lent.
+  static constexpr uint32_t kLoanAfter = 4;
+  static constexpr uint64_t kShortLoan = 16;
+  static constexpr uint32_t kLongestLoanWait = 1024;
+  uint32_t loan_after_ = kLoanAfter;  // launches in a row before the next loan
+  EventId last_run_ = 0;
+  shm::v1::SubmitRecord candidate_{};
+  uint32_t repeats_ = 0;
+  bool lent_before_ = false;  // logged once per channel
+  std::atomic<worker::QueueProgress*> lent_progress_{nullptr};
   // The channel thread's: whether it counts among the busy channels, and
   // whether its waits spin first.
   bool busy_ = false;

@@ -28,6 +28,14 @@ absl::StatusOr<uint32_t> ChannelRings::wait_for_records(int64_t timeout_ns, bool
   RingIndices& ring = header_->submit;
   const uint32_t head = at_.submit_head;
   const uint32_t tail = wait_for_change(&ring.tail, head, &ring.consumer_waiting, timeout_ns, spin);
+  return count_records(head, tail);
+}
+
+absl::StatusOr<uint32_t> ChannelRings::records_waiting() const {
+  return count_records(at_.submit_head, header_->submit.tail.load(std::memory_order_acquire));
+}
+
+absl::StatusOr<uint32_t> ChannelRings::count_records(uint32_t head, uint32_t tail) {
   if (tail - head > kSubmitSlots) {
     return absl::OutOfRangeError(
         absl::StrFormat("submission ring indices out of range (head %d, tail %d)", head, tail));
@@ -35,10 +43,13 @@ absl::StatusOr<uint32_t> ChannelRings::wait_for_records(int64_t timeout_ns, bool
   return tail - head;
 }
 
-void ChannelRings::take(SubmitRecord* out) {
-  RingIndices& ring = header_->submit;
+void ChannelRings::peek(SubmitRecord* out) const {
   const auto* slots = reinterpret_cast<const SubmitRecord*>(memory_ + kSubmitOffset);
   std::memcpy(out, &slots[at_.submit_head % kSubmitSlots], sizeof(*out));
+}
+
+void ChannelRings::consume() {
+  RingIndices& ring = header_->submit;
   ++at_.submit_head;
   ring.head.store(at_.submit_head, std::memory_order_release);
   // A client waiting for room wants half the ring, not this one slot.
@@ -73,6 +84,11 @@ absl::Status ChannelRings::post(const CompletionRecord& done, absl::Duration sta
   ring.tail.store(at_.completion_tail, std::memory_order_release);
   notify(&ring.tail, &ring.consumer_waiting);
   return absl::OkStatus();
+}
+
+bool ChannelRings::completion_room() const {
+  const uint32_t head = header_->completion.head.load(std::memory_order_acquire);
+  return at_.completion_tail - head < kCompletionSlots;
 }
 
 void ChannelRings::end(std::string_view reason) {

@@ -40,7 +40,8 @@ class ChannelRings {
   explicit ChannelRings(void* memory, RingPositions at = {})
       : memory_(static_cast<uint8_t*>(memory)),
         header_(static_cast<shm::v1::ChannelHeader*>(memory)),
-        at_(at) {}
+        at_(at),
+        sleep_at_once_(header_->sleep_at_once.load(std::memory_order_relaxed) != 0) {}
 
   shm::v1::ChannelHeader& header() const { return *header_; }
   RingPositions positions() const { return at_; }
@@ -51,9 +52,19 @@ class ChannelRings {
   // (naming both indices) when the client's tail is more than a ring ahead:
   // the channel must end.
   absl::StatusOr<uint32_t> wait_for_records(int64_t timeout_ns, bool spin);
+  // The same without waiting: how many records are there now.
+  absl::StatusOr<uint32_t> records_waiting() const;
   // Copies the next record into `out` (the client may still write its slot)
   // and frees the slot. Only after wait_for_records counted it.
-  void take(shm::v1::SubmitRecord* out);
+  void take(shm::v1::SubmitRecord* out) {
+    peek(out);
+    consume();
+  }
+  // take() in two steps, for a server that may leave the record where it
+  // is for another (the direct path hands it back to kad): the copy, then
+  // the slot freed.
+  void peek(shm::v1::SubmitRecord* out) const;
+  void consume();
 
   // Posts `done`, waiting for room while the ring is full: spinning first
   // when `spin`, and asking `give_up()` every 50 ms. OK once posted;
@@ -63,6 +74,10 @@ class ChannelRings {
   absl::Status post(const shm::v1::CompletionRecord& done, absl::Duration stall_timeout, bool spin,
                     absl::FunctionRef<bool()> give_up);
 
+  // Whether a completion would be posted now, without a wait: the ring has
+  // room, and the client's head is in range.
+  bool completion_room() const;
+
   // Ends the channel: `reason` goes into the header (cut to its room), and
   // a client asleep on either ring wakes to read it.
   void end(std::string_view reason);
@@ -71,6 +86,8 @@ class ChannelRings {
   void set_sleep_at_once(bool sleep);
 
  private:
+  static absl::StatusOr<uint32_t> count_records(uint32_t head, uint32_t tail);
+
   uint8_t* memory_;
   shm::v1::ChannelHeader* header_;
   RingPositions at_;

@@ -13,6 +13,7 @@
 #include "absl/time/clock.h"
 #include "core/kernel_lowering.h"
 #include "core/tune.h"
+#include "kad/shm/v1/ring.h"
 #include "server/sealed_memfd.h"
 #include "server/worker/program_build.h"
 #include "server/worker/worker_codec.h"
@@ -191,6 +192,78 @@ class WorkerQueue final : public Queue {
     return page_ != nullptr && event <= reported_ended();
   }
 
+  // The direct path (IsolatedDevice::lend_channel and the rest).
+  absl::StatusOr<std::shared_ptr<ProgressPage>> lend(int channel_fd, ServeChannelRecord* loan) {
+    absl::MutexLock lock(&host_.mu_);
+    if (loan_.active) return absl::FailedPreconditionError("the queue's channel is lent already");
+    if (!host_.worker_ || page_ == nullptr || next_ == base_ + 1)
+      return absl::FailedPreconditionError("no launch of the queue on this worker to plan from");
+    observe(next_ - 1, /*ask_failure=*/false);
+    if (!host_.worker_ || page_ == nullptr || std::max(confirmed_, base_) != next_ - 1 ||
+        !failed_.ok() || loss_pending_ ||
+        page_->progress().failed.load(std::memory_order_acquire) != 0)
+      return absl::FailedPreconditionError("the queue has launches in progress");
+    loan->queue = id_;
+    std::memcpy(&loan->plan.launch, &record_, sizeof(record_));
+    QueueProgress& p = page_->progress();
+    p.loan_recall.store(0, std::memory_order_relaxed);
+    p.loan_records.store(0, std::memory_order_relaxed);
+    p.loan_launches.store(0, std::memory_order_relaxed);
+    p.loan_answering.store(0, std::memory_order_relaxed);
+    p.loan_submit_head.store(loan->submit_head, std::memory_order_relaxed);
+    p.loan_completion_tail.store(loan->completion_tail, std::memory_order_relaxed);
+    p.loan_owner.store(1, std::memory_order_seq_cst);
+    std::shared_ptr<ProgressPage> page = page_;
+    if (absl::Status s = host_.call(Op::kServeChannel, bytes_of(*loan), channel_fd,
+                                    absl::Now() + absl::Seconds(5));
+        !s.ok()) {
+      page->progress().loan_owner.store(0, std::memory_order_relaxed);
+      return s;
+    }
+    loan_.active = true;
+    loan_.page = page;
+    loan_.kernel = launched_[(next_ - 1) % kRing].kernel;
+    return page;
+  }
+
+  LoanView look_at_loan() {
+    absl::MutexLock lock(&host_.mu_);
+    LoanView v;
+    v.launch_timeout = launch_timeout_;
+    if (loan_.active) host_.check_alive();  // a worker that hung up is lost: its loan ends
+    if (!loan_.active) return v;
+    const QueueProgress& p = loan_.page->progress();
+    v.lent = p.loan_owner.load(std::memory_order_acquire) != 0;
+    v.launches = p.loan_launches.load(std::memory_order_acquire);
+    v.records = p.loan_records.load(std::memory_order_acquire);
+    v.running_launch = p.loan_answering.load(std::memory_order_acquire) == 2;
+    return v;
+  }
+
+  void expire_loan(const absl::Status& why) {
+    absl::MutexLock lock(&host_.mu_);
+    if (loan_.active && host_.worker_) host_.lose_worker(why, this);
+  }
+
+  LoanReturn end_loan() {
+    absl::MutexLock lock(&host_.mu_);
+    absorb_loan();
+    LoanReturn r = loan_.returned;
+    loan_.returned = {};
+    loan_.page.reset();
+    if (r.answering == 2) {
+      // The launch in progress: the worker is gone, and with it the launch.
+      if (loss_pending_ && loss_from_ <= loan_.running && loan_.running <= loss_through_) {
+        loss_pending_ = false;
+        r.status = loss_;
+      } else {
+        r.status = absl::InternalError(
+            absl::StrCat(host_.whose(), " gave the channel back without answering its launch"));
+      }
+    }
+    return r;
+  }
+
  private:
   friend class WorkerHost;
   static constexpr uint64_t kRing = 1024;
@@ -321,6 +394,32 @@ class WorkerQueue final : public Queue {
     host_.lose_worker(absl::DeadlineExceededError("a launch ran past its deadline"), this);
   }
 
+  // The loan's launches become the queue's, counted as sent to the worker
+  // now, with the plan's kernel (for what a loss reports); once, when the
+  // loan ends (given back, taken back, or lost with its worker).
+  void absorb_loan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
+    if (!loan_.active) return;
+    loan_.active = false;
+    QueueProgress& p = loan_.page->progress();
+    LoanReturn& r = loan_.returned;
+    r = {};
+    // The worker's words, each read once; a count past any the channel
+    // could hold is its own session's loss, never kad's.
+    r.launches = std::min<uint64_t>(p.loan_launches.load(std::memory_order_acquire), 1u << 30);
+    r.submit_head = p.loan_submit_head.load(std::memory_order_acquire);
+    r.completion_tail = p.loan_completion_tail.load(std::memory_order_acquire);
+    r.answering = std::min<uint32_t>(p.loan_answering.load(std::memory_order_acquire), 2);
+    r.tag = p.loan_tag.load(std::memory_order_acquire);
+    if (r.answering == 2 && r.launches == 0) r.answering = 0;
+    const absl::Time now = absl::Now();
+    const EventId from = next_ + (r.launches > kRing ? r.launches - kRing : 0);
+    next_ += r.launches;
+    for (EventId e = from; e < next_; ++e) launched_[e % kRing] = {now, loan_.kernel};
+    loan_.running = next_ - 1;
+    p.loan_owner.store(0, std::memory_order_seq_cst);
+    shm::v1::futex_wake(&p.loan_owner);  // the channel's thread, should it sleep there
+  }
+
   IsolatedDevice& device_;  // the session's
   WorkerHost& host_;        // the worker's, which the device outlives
   const absl::Duration launch_timeout_;
@@ -340,6 +439,14 @@ class WorkerQueue final : public Queue {
   bool loss_pending_ = false;
   std::array<Launched, kRing> launched_{};
   LaunchRecord record_;
+  // Guarded by host_.mu_: the queue's channel, lent to the worker.
+  struct Loan {
+    bool active = false;
+    std::shared_ptr<ProgressPage> page;    // the worker's, when lent
+    const WorkerKernel* kernel = nullptr;  // the plan's
+    EventId running = 0;                   // the last launch absorbed
+    LoanReturn returned;                   // what absorb_loan found
+  } loan_;
 };
 
 WorkerHost::~WorkerHost() {
@@ -486,6 +593,8 @@ void WorkerHost::lose_worker(const absl::Status& why, const WorkerQueue* deadlin
   running_pid_.store(0);
   const std::string ended = deadline ? worker_->stop() : worker_->reap();
   ++generation_;
+  // A lent channel's launches are the queue's: lost with the rest.
+  for (auto& [id, q] : queues_) q->absorb_loan();
   // The launch whose fault ended the worker, where a queue's page names one
   // in progress there (fault_witness.h); read before the pages go.
   const WorkerQueue* culprit = nullptr;
@@ -765,6 +874,27 @@ absl::StatusOr<std::unique_ptr<Queue>> WorkerHost::add_queue(std::unique_ptr<Wor
   }
   queues_[q->id_] = q.get();
   return std::unique_ptr<Queue>(std::move(q));
+}
+
+}  // namespace kad::server::worker
+
+namespace kad::server::worker {
+
+absl::StatusOr<std::shared_ptr<ProgressPage>> IsolatedDevice::lend_channel(
+    Queue& queue, int channel_fd, ServeChannelRecord* loan) {
+  return static_cast<WorkerQueue&>(queue).lend(channel_fd, loan);
+}
+
+LoanView IsolatedDevice::look_at_loan(Queue& queue) {
+  return static_cast<WorkerQueue&>(queue).look_at_loan();
+}
+
+void IsolatedDevice::expire_loan(Queue& queue, const absl::Status& why) {
+  static_cast<WorkerQueue&>(queue).expire_loan(why);
+}
+
+LoanReturn IsolatedDevice::end_loan(Queue& queue) {
+  return static_cast<WorkerQueue&>(queue).end_loan();
 }
 
 }  // namespace kad::server::worker

@@ -38,11 +38,33 @@
 #include "server/worker/wide_builds.h"
 #include "server/worker/worker_pool.h"
 #include "server/worker/worker_process.h"
+#include "server/worker/worker_protocol.h"
 
 namespace kad::server::worker {
 
 class WorkerBuffer;
 class WorkerQueue;
+
+// A client's shared-memory channel lent to the session's worker (the direct
+// path, served_channel.h), as kad follows it.
+struct LoanView {
+  bool lent = false;            // still the worker's: not handed back, and the worker lives
+  uint64_t launches = 0;        // run by the worker so far
+  uint64_t records = 0;         // taken by the worker so far
+  bool running_launch = false;  // a launch taken and not yet answered
+  absl::Duration launch_timeout;
+};
+
+// What the worker had done when a loan ended.
+struct LoanReturn {
+  uint64_t launches = 0;  // the queue's events event_base + 1 ... + launches
+  uint32_t submit_head = 0, completion_tail = 0;
+  // The record the worker took and did not answer: 1 a ping, 2 a launch
+  // (the last of `launches`), 0 none; kad answers it with `status`.
+  uint32_t answering = 0;
+  uint64_t tag = 0;
+  absl::Status status;
+};
 
 // A kernel compiled once, by a compile worker. It holds what any worker
 // needs to load it, so that every session's worker shares one compile per
@@ -233,6 +255,21 @@ class IsolatedDevice final : public Device {
     if (owns_worker()) host_->stop_worker();
   }
   pid_t worker_pid() const { return host_->worker_pid(); }
+
+  // The direct path, for `queue` (one of this device's queues). Lends a
+  // client's channel (its memfd) to the worker: `loan` gains the worker's
+  // queue and the launch kad last sent it (the plan's), which must be the
+  // queue's newest and have ended. The page where the worker reports.
+  absl::StatusOr<std::shared_ptr<ProgressPage>> lend_channel(Queue& queue, int channel_fd,
+                                                             ServeChannelRecord* loan);
+  // How the loan stands; a worker that hung up is lost here.
+  LoanView look_at_loan(Queue& queue);
+  // Ends the worker that holds the loan (`why`: its launch or a recall ran
+  // past the deadline); look_at_loan then says it is no longer lent.
+  void expire_loan(Queue& queue, const absl::Status& why);
+  // Takes the loan back once it is no longer lent: the worker's launches
+  // become the queue's, as if kad had sent them.
+  LoanReturn end_loan(Queue& queue);
 
  private:
   Device& shared_;

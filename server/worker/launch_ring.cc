@@ -1,5 +1,13 @@
 #include "server/worker/launch_ring.h"
 
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
 #include <cstring>
 
 #include "absl/strings/str_format.h"
@@ -92,8 +100,31 @@ absl::Status LaunchRing::check_messages_read() const {
                       messages_sent_));
 }
 
-void LaunchRing::sleep_on_word(uint32_t seen, absl::Duration timeout) {
-  shm::v1::futex_wait(&header().wakes, seen, absl::ToInt64Nanoseconds(timeout));
+void LaunchRing::sleep_on_word(uint32_t seen, absl::Duration timeout,
+                               std::span<const AlsoWake> also) {
+  if (also.empty()) {
+    shm::v1::futex_wait(&header().wakes, seen, absl::ToInt64Nanoseconds(timeout));
+    return;
+  }
+  // Several words at once (Linux 5.16's futex_waitv); shared futexes, as
+  // the other sides are other processes.
+  std::array<futex_waitv, 1 + kMaxAlsoWake> waiters{};
+  const size_t n = 1 + std::min(also.size(), kMaxAlsoWake);
+  waiters[0] = {seen, reinterpret_cast<uintptr_t>(&header().wakes), FUTEX_32, 0};
+  for (size_t i = 1; i < n; ++i)
+    waiters[i] = {also[i - 1].seen, reinterpret_cast<uintptr_t>(also[i - 1].word), FUTEX_32, 0};
+  timespec until{};
+  clock_gettime(CLOCK_MONOTONIC, &until);
+  const int64_t ns = until.tv_nsec + absl::ToInt64Nanoseconds(timeout);
+  until.tv_sec += ns / 1'000'000'000;
+  until.tv_nsec = ns % 1'000'000'000;
+  if (syscall(SYS_futex_waitv, waiters.data(), n, 0, &until, CLOCK_MONOTONIC) == -1 &&
+      errno == ENOSYS) {
+    // An older kernel: the ring's word alone, and a look at the others
+    // every millisecond.
+    shm::v1::futex_wait(&header().wakes, seen,
+                        std::min<int64_t>(absl::ToInt64Nanoseconds(timeout), 1'000'000));
+  }
 }
 
 }  // namespace kad::server::worker

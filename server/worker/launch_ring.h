@@ -68,6 +68,8 @@ class LaunchRing {
   static constexpr size_t kBytes = kHeaderBytes + kSlots * kSlotBytes;
   static_assert(sizeof(LaunchRingHeader) <= kHeaderBytes);
   static_assert(sizeof(uint64_t) + sizeof(LaunchRecord) <= kSlotBytes);
+  // The most words sleep() watches beside the ring's (a session's lent channels).
+  static constexpr size_t kMaxAlsoWake = 8;
 
   // A new, zeroed, sealed ring (kad's side); fd() is what goes to the worker.
   static absl::StatusOr<std::unique_ptr<LaunchRing>> create();
@@ -117,18 +119,25 @@ class LaunchRing {
   bool message_owed(uint64_t read) const {
     return header().messages.load(std::memory_order_acquire) > read;
   }
-  // The worker: sleeps until kad wakes it or `timeout` passes, unless a
-  // launch is waiting or `more_to_read()` says a message is owed.
+  // A word beside the ring whose change also ends the worker's sleep (a
+  // lent channel's submission tail, which its client bumps and wakes).
+  struct AlsoWake {
+    std::atomic<uint32_t>* word = nullptr;
+    uint32_t seen = 0;
+  };
+  // The worker: sleeps until kad wakes it, a word of `also` differs from
+  // what it saw, or `timeout` passes, unless a launch is waiting or
+  // `more_to_read()` says a message is owed.
   template <typename MoreToRead>
-  void sleep(absl::Duration timeout, MoreToRead more_to_read);
+  void sleep(absl::Duration timeout, MoreToRead more_to_read, std::span<const AlsoWake> also = {});
 
  private:
   explicit LaunchRing(SharedMapping memory)
       : memory_(std::move(memory)), base_(static_cast<std::byte*>(memory_.data())) {}
   LaunchRingHeader& header() const { return *reinterpret_cast<LaunchRingHeader*>(base_); }
   std::byte* slot(uint64_t n) const { return base_ + kHeaderBytes + (n % kSlots) * kSlotBytes; }
-  // Sleeps unless `wakes` has changed from `seen`.
-  void sleep_on_word(uint32_t seen, absl::Duration timeout);
+  // Sleeps unless `wakes` has changed from `seen` (or a word of `also`).
+  void sleep_on_word(uint32_t seen, absl::Duration timeout, std::span<const AlsoWake> also);
 
   SharedMapping memory_;
   std::byte* base_;
@@ -154,7 +163,8 @@ void LaunchRing::take_wide_wants(F f) {
 }
 
 template <typename MoreToRead>
-void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read) {
+void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read,
+                       std::span<const AlsoWake> also) {
   LaunchRingHeader& h = header();
   // Read before `sleeping` is set: a wake-up kad makes once it sees
   // `sleeping` changes `wakes` from this, and the sleep does not begin.
@@ -166,7 +176,7 @@ void LaunchRing::sleep(absl::Duration timeout, MoreToRead more_to_read) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   if (h.written.load(std::memory_order_seq_cst) == h.taken.load(std::memory_order_relaxed) &&
       !more_to_read())
-    sleep_on_word(wakes, timeout);
+    sleep_on_word(wakes, timeout, also);
   h.sleeping.store(0, std::memory_order_relaxed);
 }
 

@@ -37,6 +37,23 @@ struct QueueProgress {
   // (fault_witness.h); 0: none. The daemon reads it only to say which
   // launch ended the worker, and only if it names one still in progress.
   std::atomic<uint64_t> faulted{0};
+
+  // The direct path (direct_loan.h): the queue's shared-memory channel,
+  // served by the worker itself while kad has lent it (kServeChannel). kad
+  // sets `loan_owner` to 1 as it lends the channel; the worker sets it to 0
+  // when it hands the channel back (and wakes kad, asleep on this word).
+  alignas(64) std::atomic<uint32_t> loan_owner{0};
+  std::atomic<uint32_t> loan_recall{0};  // kad: hand the channel back at the next record
+  // The worker, as it serves: records taken since the loan, the launches
+  // among them, and where it is in the channel's rings.
+  std::atomic<uint64_t> loan_records{0};
+  std::atomic<uint64_t> loan_launches{0};
+  std::atomic<uint32_t> loan_submit_head{0};
+  std::atomic<uint32_t> loan_completion_tail{0};
+  // 1 while a record taken is not yet answered (its tag in `loan_tag`):
+  // should the worker die then, kad answers it.
+  std::atomic<uint32_t> loan_answering{0};
+  std::atomic<uint64_t> loan_tag{0};
 };
 
 inline constexpr size_t kProgressBytes = 4096;

@@ -33,6 +33,7 @@
 #include "server/worker/launch_executor.h"
 #include "server/worker/launch_ring.h"
 #include "server/worker/queue_progress.h"
+#include "server/worker/served_channel.h"
 #include "server/worker/worker_codec.h"
 #include "server/worker/worker_protocol.h"
 
@@ -299,6 +300,7 @@ class WorkerServer {
     MessageReader reader(connection_);
     for (;;) {
       if (absl::Status s = take_ring_launches(); !s.ok()) return broken(s);
+      serve_channels();
       Header header;
       std::span<const std::byte> payload;
       int fd = -1;
@@ -308,8 +310,16 @@ class WorkerServer {
       // each answer), and looks at it every 5 s it slept, should kad have
       // hung up some other way (every way it ends a worker wakes or kills it).
       if (ring_ && !reader.has_unread() && !ring_->message_owed(messages_read_)) {
+        // A lent channel's client that spins gets a worker that spins too.
+        if (spin_for_channels()) continue;
         const absl::Time slept = absl::Now();
-        ring_->sleep(kSleepCheck, [this] { return ring_->message_owed(messages_read_); });
+        std::array<LaunchRing::AlsoWake, LaunchRing::kMaxAlsoWake> also;
+        const size_t nalso = channels_to_wake_us(also);
+        ring_->sleep(
+            kSleepCheck,
+            [this] { return ring_->message_owed(messages_read_) || channel_has_work(); },
+            std::span<const LaunchRing::AlsoWake>(also.data(), nalso));
+        for (auto& [id, c] : channels_) c->set_sleeping(false);
         if (ring_->has_next() || ring_->message_owed(messages_read_) ||
             absl::Now() - slept < kSleepCheck || !readable())
           continue;
@@ -335,6 +345,72 @@ class WorkerServer {
   }
 
  private:
+  // The lent channels' records (served_channel.h).
+  void serve_channels() {
+    for (auto& [id, c] : channels_) {
+      if (!c->serving()) continue;
+      auto q = queues_.find(id);
+      if (q == queues_.end()) continue;
+      WorkerQueueState& state = *q->second;
+      c->serve([this, &state](const LaunchRecord& r) { return run_direct(state, r); });
+    }
+  }
+  bool channel_has_work() const {
+    for (const auto& [id, c] : channels_)
+      if (c->has_work()) return true;
+    return false;
+  }
+  // Spins a while for what a spinning client of a lent channel writes next:
+  // whether something came.
+  bool spin_for_channels() const {
+    bool spins = false;
+    for (const auto& [id, c] : channels_) spins = spins || c->client_spins();
+    if (!spins) return false;
+    for (int i = 0; i < shm::v1::kSpinIterations; ++i) {
+      if (ring_->has_next() || ring_->message_owed(messages_read_) || channel_has_work())
+        return true;
+      if ((i & 4095) == 4095)
+        sched_yield();
+      else
+        shm::v1::cpu_relax();
+    }
+    return false;
+  }
+  // The lent channels' words that end the worker's sleep, each asking its
+  // client to wake it.
+  size_t channels_to_wake_us(std::array<LaunchRing::AlsoWake, LaunchRing::kMaxAlsoWake>& also) {
+    size_t n = 0;
+    for (auto& [id, c] : channels_) {
+      if (!c->serving() || n == also.size()) continue;
+      c->set_sleeping(true);
+      also[n++] = {c->tail_word(), c->tail_seen()};
+    }
+    return n;
+  }
+  // A launch of a lent channel: launched as kad's are, and waited for here,
+  // since its answer goes back only once it has ended.
+  absl::Status run_direct(WorkerQueueState& state, const LaunchRecord& r) {
+    std::memcpy(&launch_, &r, r.wire_size());
+    launch();
+    const uint64_t seq = state.next_launch - 1;
+    QueueProgress& p = state.page->progress();
+    for (int i = 0; p.completed.load(std::memory_order_acquire) < seq; ++i) {
+      if (i < shm::v1::kSpinIterations) {
+        shm::v1::cpu_relax();
+        continue;
+      }
+      const uint32_t seen = p.changes.load(std::memory_order_acquire);
+      if (p.completed.load(std::memory_order_acquire) >= seq) break;
+      state.page->sleep_while_unchanged(seen, absl::Milliseconds(10));
+    }
+    absl::MutexLock lock(&state.mu);
+    if (state.failed.ok() || state.failed_at > seq) return absl::OkStatus();
+    absl::Status failed = std::move(state.failed);
+    state.failed = absl::OkStatus();
+    p.failed.store(0, std::memory_order_release);
+    return failed;
+  }
+
   int broken(const absl::Status& s) {
     std::fprintf(stderr, "kad worker: %s\n", std::string(s.message()).c_str());
     return 3;
@@ -356,6 +432,7 @@ class WorkerServer {
   // Ends every reaper before the device goes; a reaper a kernel still holds
   // in the driver cannot end, and then the worker leaves at once.
   int stop_reapers() {
+    channels_.clear();
     for (auto& [id, q] : queues_) release(*q);
     queues_.clear();
     for (int i = 0; i < 1000 && g_live_reapers.load(std::memory_order_acquire) > 0; ++i)
@@ -465,9 +542,28 @@ class WorkerServer {
         }
         return reply(q.status());
       }
+      case Op::kServeChannel: {
+        if (fd < 0) return absl::InternalError("a channel came without its memory");
+        absl::Status s = read(payload, &serve_);
+        if (!s.ok()) {
+          close(fd);
+          return s;
+        }
+        auto q = queues_.find(serve_.queue);
+        if (q == queues_.end()) {
+          close(fd);
+          return reply(absl::NotFoundError("a lent channel names no queue"));
+        }
+        absl::StatusOr<std::unique_ptr<ServedChannel>> channel = ServedChannel::map(fd);
+        if (!channel.ok()) return reply(channel.status());
+        (*channel)->lend(serve_, &q->second->page->progress());
+        channels_[serve_.queue] = *std::move(channel);
+        return reply(absl::OkStatus());
+      }
       case Op::kReleaseQueue: {
         IdRecord r;
         if (absl::Status s = read(payload, &r); !s.ok()) return s;
+        channels_.erase(r.id);
         if (auto q = queues_.find(r.id); q != queues_.end()) {
           release(*q->second);
           queues_.erase(q);
@@ -724,6 +820,9 @@ class WorkerServer {
   uint64_t messages_read_ = 0;        // since then
   LaunchRecord launch_;
   std::array<KernelArg, kMaxKernelArgs> args_;
+  ServeChannelRecord serve_;  // the last kServeChannel's (5 KB: not on the stack)
+  // Channels kad lent, by the queue their records go to.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<ServedChannel>> channels_;
   absl::flat_hash_map<uint64_t, std::unique_ptr<LoadedKernel>> kernels_;
   // Shared with the launches an executor still holds (launch_executor.h).
   absl::flat_hash_map<uint64_t, std::shared_ptr<ImportedBuffer>> buffers_;

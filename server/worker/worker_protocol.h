@@ -28,6 +28,7 @@
 #include "core/kernel.h"
 #include "core/launch_context.h"
 #include "core/launch_geometry.h"
+#include "kad/shm/v1/layout.h"
 
 namespace kad::server::worker {
 
@@ -50,6 +51,10 @@ enum class Op : uint32_t {
   // IdRecord + a kernel's program binary for the wide device, which a
   // compile worker built (empty: there is none; it stays narrow) -> Status.
   kLoadWide,
+  // ServeChannelRecord + a client's shared-memory channel (its memfd) ->
+  // Status: the worker serves that channel's records itself until it hands
+  // it back (direct_loan.h).
+  kServeChannel,
 };
 
 struct Header {
@@ -95,6 +100,24 @@ struct LaunchRecord {
 
   // The bytes that travel: the arguments past `nargs` do not.
   size_t wire_size() const { return offsetof(LaunchRecord, args) + nargs * sizeof(ArgRecord); }
+};
+
+// What the worker may answer on a lent channel without kad (direct_loan.h):
+// a kRun record like `key` in all but its tag and its scalars' values,
+// which it runs as `launch` with those values.
+struct DirectPlan {
+  shm::v1::SubmitRecord key{};
+  LaunchRecord launch;
+  // The completion's account of the launch (its choice), as kad gave it.
+  uint8_t linear = 0, index_bits = 0, rank = 0, workgroup_rank = 0;
+  int64_t workgroup[shm::v1::kMaxRank] = {};
+};
+
+struct ServeChannelRecord {
+  uint64_t queue = 0;       // the worker's queue the channel's records go to
+  uint64_t event_base = 0;  // the client's event of the queue's launch before the loan's first
+  uint32_t submit_head = 0, completion_tail = 0;  // where kad left the rings
+  DirectPlan plan;
 };
 
 // `event` counts the queue's launches in this worker, from 1.

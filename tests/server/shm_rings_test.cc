@@ -158,6 +158,36 @@ TEST_F(ShmRings, TheServerGoesOnFromThePositionsHandedToIt) {
   EXPECT_EQ(header().completion.tail.load(), 2u);
 }
 
+TEST_F(ShmRings, APeekedRecordStaysForWhoeverServesNext) {
+  ChannelRings worker(memory());
+  submit(5);
+  absl::StatusOr<uint32_t> waiting = worker.records_waiting();
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  ASSERT_EQ(*waiting, 1u);
+  SubmitRecord r{};
+  worker.peek(&r);  // one it cannot serve: left where it is
+  EXPECT_EQ(r.tag, 5u);
+  EXPECT_EQ(header().submit.head.load(), 0u);
+  ChannelRings kad(memory(), worker.positions());
+  ASSERT_EQ(*kad.records_waiting(), 1u);
+  kad.take(&r);
+  EXPECT_EQ(r.tag, 5u);
+  EXPECT_EQ(header().submit.head.load(), 1u);
+}
+
+TEST_F(ShmRings, CompletionRoomSaysWhetherAPostWouldWait) {
+  ChannelRings rings(memory());
+  for (uint32_t i = 0; i + 1 < kCompletionSlots; ++i)
+    ASSERT_TRUE(rings.post(answer(i), absl::Seconds(1), false, never).ok());
+  EXPECT_TRUE(rings.completion_room());
+  ASSERT_TRUE(rings.post(answer(0), absl::Seconds(1), false, never).ok());
+  EXPECT_FALSE(rings.completion_room());
+  header().completion.head.store(1);  // the client read one
+  EXPECT_TRUE(rings.completion_room());
+  header().completion.head.store(kCompletionSlots + 7);  // past the tail: no room to trust
+  EXPECT_FALSE(rings.completion_room());
+}
+
 TEST_F(ShmRings, EndingTellsTheClientWhyCutToTheRoomThere) {
   ChannelRings rings(memory());
   rings.end(std::string(400, 'x'));

@@ -37,16 +37,17 @@ class InProcessDaemon {
   // the device, unscheduled). `submit_streams`: --submit-streams.
   // `pocl_worker_driver`: --pocl-worker-driver. `worker_executable`: the
   // workers' executable, where not this build's kad (another build's, to
-  // compare them).
+  // compare them). `shm_direct`: --shm-direct.
   explicit InProcessDaemon(
       const std::string& name, bool workers = false,
       uint32_t device_queue_depth = server::EngineLimits{}.device_queue_depth,
       server::SubmitStreams submit_streams = server::SubmitStreams::kThreads,
       const std::string& pocl_worker_driver = server::worker::kDefaultPoclWorkerDriver,
-      const std::string& worker_executable = "") {
+      const std::string& worker_executable = "", bool shm_direct = false) {
     socket_ = absl::StrFormat("/tmp/kad-%s-%d.sock", name, getpid());
     server::DaemonOptions options;
     options.limits.device_queue_depth = device_queue_depth;
+    options.limits.shm_direct = shm_direct;
     options.submit_streams = submit_streams;
     options.listen = {"unix:" + socket_, "tcp://127.0.0.1:0"};
 #ifdef KAD_DAEMON_PATH

@@ -1,0 +1,78 @@
+#include "server/channel_loans.h"
+
+#include <algorithm>
+#include <utility>
+
+namespace kad::server {
+
+ChannelLoans::Hold::~Hold() {
+  if (loans_ != nullptr) loans_->release(queue_);
+}
+
+void ChannelLoans::add(Lender* lender, uint64_t queue) {
+  absl::MutexLock lock(&mu_);
+  entries_.push_back({lender, queue, false});
+}
+
+void ChannelLoans::remove(Lender* lender) {
+  absl::MutexLock lock(&mu_);
+  std::erase_if(entries_, [lender](const Entry& e) { return e.lender == lender; });
+}
+
+bool ChannelLoans::holds(uint64_t queue) const {
+  if (auto all = holds_.find(0); all != holds_.end() && all->second > 0) return true;
+  auto h = holds_.find(queue);
+  return h != holds_.end() && h->second > 0;
+}
+
+bool ChannelLoans::any_lent(uint64_t queue) const {
+  return std::any_of(entries_.begin(), entries_.end(), [queue](const Entry& e) {
+    return e.lent && (queue == 0 || e.queue == queue);
+  });
+}
+
+bool ChannelLoans::begin_loan(Lender* lender) {
+  absl::MutexLock lock(&mu_);
+  for (Entry& e : entries_) {
+    if (e.lender != lender) continue;
+    if (holds(e.queue)) return false;
+    e.lent = true;
+    return true;
+  }
+  return false;
+}
+
+void ChannelLoans::returned(Lender* lender) {
+  absl::MutexLock lock(&mu_);
+  for (Entry& e : entries_)
+    if (e.lender == lender) e.lent = false;
+}
+
+bool ChannelLoans::held(uint64_t queue) const {
+  absl::MutexLock lock(&mu_);
+  return holds(queue);
+}
+
+ChannelLoans::Hold ChannelLoans::hold(uint64_t queue) {
+  absl::MutexLock lock(&mu_);
+  ++holds_[queue];
+  if (any_lent(queue)) {
+    for (Entry& e : entries_)
+      if (e.lent && (queue == 0 || e.queue == queue)) e.lender->recall();
+    // The lenders' threads take their channels back, each within its
+    // launch's deadline (or end the worker that holds it).
+    std::pair<ChannelLoans*, uint64_t> asked(this, queue);
+    mu_.Await(absl::Condition(
+        +[](std::pair<ChannelLoans*, uint64_t>* a)
+             ABSL_NO_THREAD_SAFETY_ANALYSIS { return !a->first->any_lent(a->second); },
+        &asked));
+  }
+  return Hold(this, queue);
+}
+
+void ChannelLoans::release(uint64_t queue) {
+  absl::MutexLock lock(&mu_);
+  if (auto h = holds_.find(queue); h != holds_.end() && --h->second == 0) holds_.erase(h);
+}
+
+}  // namespace kad::server

@@ -1,0 +1,76 @@
+// A session's shared-memory channels that kad may lend to the session's own
+// worker (the direct path, server/README.md): while one is lent, the worker
+// serves its client's records and kad's view of that queue stands still.
+// So a request that must find a queue as kad keeps it — a launch, wait or
+// copy on it that came another way, a free or a release that a lent plan
+// may name — holds that queue's channels back: none is lent while it runs,
+// and one that is comes back first (within its launch's deadline: a
+// worker that does not give it back is ended).
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/synchronization/mutex.h"
+
+namespace kad::server {
+
+class ChannelLoans {
+ public:
+  // A channel kad may lend: recall() asks its thread to take it back now
+  // (it must not block); the thread then calls returned().
+  class Lender {
+   public:
+    virtual ~Lender() = default;
+    virtual void recall() = 0;
+  };
+
+  // While held, `queue`'s channels (every queue's, for 0) are not lent.
+  class Hold {
+   public:
+    Hold() = default;
+    Hold(Hold&& other) noexcept : loans_(other.loans_), queue_(other.queue_) {
+      other.loans_ = nullptr;
+    }
+    Hold& operator=(Hold&&) = delete;
+    ~Hold();
+
+   private:
+    friend class ChannelLoans;
+    Hold(ChannelLoans* loans, uint64_t queue) : loans_(loans), queue_(queue) {}
+    ChannelLoans* loans_ = nullptr;
+    uint64_t queue_ = 0;
+  };
+
+  void add(Lender* lender, uint64_t queue);
+  void remove(Lender* lender);
+
+  // The lender's thread: whether it may lend its channel now (no request
+  // holds its queue back); if so, it counts as lent until returned().
+  bool begin_loan(Lender* lender);
+  void returned(Lender* lender);
+  // Whether a request holds `queue` back: a lent channel's thread then
+  // takes it back.
+  bool held(uint64_t queue) const;
+
+  // Holds `queue`'s channels back (0: every queue's), once those lent have
+  // come back.
+  [[nodiscard]] Hold hold(uint64_t queue);
+
+ private:
+  struct Entry {
+    Lender* lender;
+    uint64_t queue;
+    bool lent;
+  };
+  bool holds(uint64_t queue) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  bool any_lent(uint64_t queue) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void release(uint64_t queue);
+
+  mutable absl::Mutex mu_;
+  std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<uint64_t, uint32_t> holds_ ABSL_GUARDED_BY(mu_);  // by queue; 0: all
+};
+
+}  // namespace kad::server

@@ -1,0 +1,185 @@
+// The direct path (--shm-direct, server/README.md): a shared-memory client
+// that repeats one synchronous launch has its channel lent to its session's
+// worker, which answers those launches without kad. The client sees one
+// queue either way: the same events and results, kad's answers for
+// everything else, kad's messages for a worker's crash or a launch past its
+// deadline, and the session going on after.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "tests/e2e/e2e.h"
+
+namespace kad::testing {
+namespace {
+
+using ::testing::AllOf;
+using ::testing::HasSubstr;
+
+// v == -1 faults, v == -2 loops for good; otherwise adds v to each item.
+constexpr char kAddSource[] =
+    "kernel void add(KAD_CONTEXT, global int* out, int v) {\n"
+    "  if (!kad_active()) return;\n"
+    "  if (v == -1) *(global volatile int*)0 = 1;\n"
+    "  if (v == -2) { volatile int spin = 1; while (spin) { } }\n"
+    "  out[kad_global_linear()] += v;\n}\n";
+
+constexpr int kItems = 16;
+constexpr char kLentLog[] = "lent to the session's worker";
+
+class ShmDirect : public DaemonSuite {
+ protected:
+  static void SetUpTestSuite() {
+    auto d = Daemon::start({"--shm-direct", "--launch-timeout", "3"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = d->release();
+  }
+
+  void SetUp() override {
+    client_ = connect(daemon().unix_uri(), "direct");
+    ASSERT_NE(client_, nullptr);
+    auto q = client_->create_queue();
+    ASSERT_TRUE(q.ok()) << q.status();
+    queue_ = *std::move(q);
+    ASSERT_TRUE(queue_->shared_memory());
+    auto b = client_->allocate(kItems * sizeof(int32_t));
+    auto m = client_->load_module(kAddSource);
+    ASSERT_TRUE(b.ok() && m.ok()) << m.status();
+    buffer_ = *b;
+    auto k =
+        client_->get_kernel(*m, {.entry = "add",
+                                 .args = {client::ArgSpec::buffer(),
+                                          client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
+    ASSERT_TRUE(k.ok()) << k.status();
+    kernel_ = *k;
+    const std::vector<int32_t> zeros(kItems, 0);
+    ASSERT_TRUE(queue_->write(buffer_, 0, bytes_of(zeros)).ok());
+  }
+
+  absl::StatusOr<client::LaunchInfo> run(int32_t v) {
+    const client::Arg args[] = {client::Arg::buffer(buffer_), client::Arg::scalar<int32_t>(v)};
+    return queue_->run(kernel_, client::Dims{kItems}, nullptr, args);
+  }
+
+  // Runs add(v) for v = from .. to, each answered; the events they had.
+  std::vector<uint64_t> run_each(int32_t from, int32_t to) {
+    std::vector<uint64_t> events;
+    for (int32_t v = from; v <= to; ++v) {
+      absl::StatusOr<client::LaunchInfo> r = run(v);
+      EXPECT_TRUE(r.ok()) << "add(" << v << "): " << r.status();
+      events.push_back(r.ok() ? r->event : 0);
+    }
+    return events;
+  }
+
+  std::vector<int32_t> contents() {
+    std::vector<int32_t> out(kItems, -7);
+    EXPECT_TRUE(queue_->read(buffer_, 0, bytes_of(out)).ok());
+    return out;
+  }
+
+  // kad logs a loan once the worker took it: by then the worker may have
+  // answered the launches that followed, so the line may come a little later.
+  static bool lent_since(size_t log_bytes) {
+    for (int i = 0; i < 100; ++i) {
+      if (daemon().log().find(kLentLog, log_bytes) != std::string::npos) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    return false;
+  }
+
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<client::Queue> queue_;
+  client::Buffer buffer_;
+  client::Kernel kernel_;
+};
+
+TEST_F(ShmDirect, RepeatedRunsAreAnsweredByTheWorkerWithKadsEventsAndResults) {
+  const size_t log_bytes = daemon().log().size();
+  auto before = client_->status();
+  ASSERT_TRUE(before.ok()) << before.status();
+  const std::vector<uint64_t> events = run_each(1, 20);
+  EXPECT_TRUE(lent_since(log_bytes)) << daemon().log();
+  // One event per launch, consecutive across kad's answers and the worker's.
+  for (size_t i = 1; i < events.size(); ++i) EXPECT_EQ(events[i], events[i - 1] + 1) << i;
+  // A copy is kad's: the channel comes back, after every launch before it.
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 210));
+  // kad counts the worker's launches as its own (within its look, 50 ms).
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto after = client_->status();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->launches - before->launches, 20u);
+  // After the hand-back, a wait and kad's own launches go on from there.
+  EXPECT_TRUE(queue_->wait().ok());
+  const client::Arg args[] = {client::Arg::buffer(buffer_), client::Arg::scalar<int32_t>(1)};
+  auto submitted = queue_->launch(kernel_, client::Dims{kItems}, nullptr, args);
+  ASSERT_TRUE(submitted.ok()) << submitted.status();
+  EXPECT_EQ(submitted->event, events.back() + 1);
+  EXPECT_TRUE(queue_->wait().ok());
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 211));
+}
+
+TEST_F(ShmDirect, AFreeThatCameAnotherWayTakesTheChannelBackFirst) {
+  const size_t log_bytes = daemon().log().size();
+  run_each(1, 6);
+  ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
+  // Over gRPC, while the worker holds the channel: kad takes it back.
+  ASSERT_TRUE(client_->free(buffer_).ok());
+  absl::StatusOr<client::LaunchInfo> r = run(1);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kNotFound) << r.status();
+  EXPECT_THAT(r.status().message(), HasSubstr("does not have"));
+  EXPECT_TRUE(queue_->ping().ok());
+}
+
+TEST_F(ShmDirect, AFaultInALentRunIsAnsweredAbortedAndTheSessionGoesOn) {
+  const size_t log_bytes = daemon().log().size();
+  run_each(1, 6);
+  ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
+  absl::StatusOr<client::LaunchInfo> crashed = run(-1);
+  ASSERT_FALSE(crashed.ok());
+  EXPECT_EQ(crashed.status().code(), absl::StatusCode::kAborted) << crashed.status();
+  EXPECT_THAT(crashed.status().message(),
+              AllOf(HasSubstr("signal 11"), HasSubstr("kernel `add`"), HasSubstr("was lost")));
+  // The session goes on in a new worker: its buffer as it was (21 = 1+..+6).
+  absl::StatusOr<client::LaunchInfo> again = run(1);
+  EXPECT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 22));
+  expect_bystander_served(daemon().unix_uri(), 5, kFillSource, /*shared_memory=*/true);
+}
+
+TEST_F(ShmDirect, ALentRunPastItsDeadlineIsAnsweredDeadlineExceeded) {
+  const size_t log_bytes = daemon().log().size();
+  run_each(1, 6);
+  ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
+  absl::StatusOr<client::LaunchInfo> looped = run(-2);
+  ASSERT_FALSE(looped.ok());
+  EXPECT_EQ(looped.status().code(), absl::StatusCode::kDeadlineExceeded) << looped.status();
+  EXPECT_THAT(looped.status().message(), HasSubstr("kernel `add`"));
+  absl::StatusOr<client::LaunchInfo> again = run(1);
+  EXPECT_TRUE(again.ok()) << again.status();
+  expect_bystander_served(daemon().unix_uri(), 6, kFillSource, /*shared_memory=*/true);
+}
+
+TEST_F(ShmDirect, ClosingTheSessionWhileLentEndsItsChannelAndCountsNothingLeft) {
+  const size_t log_bytes = daemon().log().size();
+  run_each(1, 6);
+  ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
+  queue_.reset();
+  client_.reset();  // closes the session: its worker goes, the channel with it
+  auto observer = connect(daemon().unix_uri(), "observer");
+  ASSERT_NE(observer, nullptr);
+  absl::StatusOr<client::ServiceStatus> s;
+  for (int i = 0; i < 100; ++i) {
+    s = observer->status();
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (s->sessions == 1 && s->queue_depth == 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(s->sessions, 1u);
+  EXPECT_EQ(s->queue_depth, 0u);
+}
+
+}  // namespace
+}  // namespace kad::testing
