@@ -828,6 +828,12 @@ absl::StatusOr<Engine::ChannelLoan> Engine::lend_channel(Session& s, uint64_t qu
   loan->plan.rank = done.rank;
   loan->plan.workgroup_rank = done.workgroup_rank;
   std::memcpy(loan->plan.workgroup, done.workgroup, sizeof(loan->plan.workgroup));
+  for (uint32_t i = 0; i < key.nargs && i < shm::v1::kMaxArgs; ++i) {
+    if (static_cast<shm::v1::ArgKind>(key.args[i].kind) != shm::v1::ArgKind::kBuffer) continue;
+    auto b = s.buffers.find(key.args[i].value);
+    if (b == s.buffers.end()) return absl::FailedPreconditionError("a buffer of the plan is gone");
+    loan->plan.buffer_bytes[i] = b->second.buffer->size();
+  }
   absl::StatusOr<std::shared_ptr<worker::ProgressPage>> page =
       sq.owner->lend_channel(device_queue, channel_fd, loan.get());
   if (!page.ok()) return page.status();

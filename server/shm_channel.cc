@@ -214,6 +214,18 @@ bool ShmChannel::execute(const SubmitRecord& r) {
   return !(static_cast<Op>(r.op) == Op::kSubmit && status.ok());
 }
 
+bool ShmChannel::worker_may_serve(const SubmitRecord& r) {
+  switch (static_cast<Op>(r.op)) {
+    case Op::kPing:
+    case Op::kWait:
+    case Op::kCopyIn:
+    case Op::kCopyOut:
+      return true;
+    default:
+      return false;
+  }
+}
+
 void ShmChannel::recall() {
   worker::QueueProgress* p = lent_progress_.load();
   if (p == nullptr) return;
@@ -258,7 +270,18 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
   worker::QueueProgress& p = loan.page->progress();
   worker::IsolatedDevice& device = *loan.queue->owner;
   lent_progress_.store(&p);
-  uint64_t counted = 0;  // of the worker's launches, those in kad's counters
+  uint64_t counted = 0;                      // of the worker's launches, those in kad's counters
+  uint64_t counted_in = 0, counted_out = 0;  // and of its copies' bytes
+  auto count_copies = [&](uint64_t in, uint64_t out) {
+    if (in > counted_in)
+      engine_.requests().count_copied(RequestCounters::Transport::kSharedMemory, true,
+                                      in - counted_in);
+    if (out > counted_out)
+      engine_.requests().count_copied(RequestCounters::Transport::kSharedMemory, false,
+                                      out - counted_out);
+    counted_in = std::max(counted_in, in);
+    counted_out = std::max(counted_out, out);
+  };
   bool recalled = false;
   absl::Time recalled_at;
   uint64_t records = ~uint64_t{0};  // taken by the worker, as last seen, and since when
@@ -271,6 +294,7 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
       engine_.count_lent_launches(loan, v.launches - counted);
       counted = v.launches;
     }
+    count_copies(v.bytes_in, v.bytes_out);
     if (!v.lent) break;
     const absl::Time now = absl::Now();
     if (stop_.load()) {
@@ -307,6 +331,7 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
   // round trip to the worker each way): the next waits for a longer run.
   loan_after_ = r.launches >= kShortLoan ? kLoanAfter : std::min(loan_after_ * 2, kLongestLoanWait);
   if (r.launches > counted) engine_.count_lent_launches(loan, r.launches - counted);
+  count_copies(r.bytes_in, r.bytes_out);
   engine_.end_channel_loan(*session_, loan, r.launches);
   rings_.emplace(memory_, RingPositions{r.submit_head, r.completion_tail});
   lent_progress_.store(nullptr);
@@ -358,10 +383,12 @@ void ShmChannel::run() {
     for (uint32_t n = *waiting; n > 0 && ok && !stop_.load(std::memory_order_relaxed); --n) {
       rings_->take(&record_);
       if (execute(record_)) ok = post();
-      if (last_run_ == 0) {
-        repeats_ = 0;  // a loan is for a run of synchronous launches, back to back
-      } else if (ok && consider_loan()) {
-        break;  // the rings moved on meanwhile
+      if (last_run_ != 0) {
+        if (ok && consider_loan()) break;  // the rings moved on meanwhile
+      } else if (!worker_may_serve(record_)) {
+        // A loan is for a run of synchronous launches, with copies, waits
+        // and pings between them: what the worker may serve.
+        repeats_ = 0;
       }
     }
     if (!ok) break;

@@ -76,6 +76,9 @@ class ShmChannel final : public ChannelLoans::Lender {
   // launch kLoanAfter times; serves nothing itself until it is back.
   // False when the channel must end.
   bool consider_loan();
+  // Whether a lent channel's worker may answer a record like `r` (other
+  // than a launch like the plan's): such records do not break a run.
+  static bool worker_may_serve(const shm::v1::SubmitRecord& r);
   bool serve_lent(const Engine::ChannelLoan& loan);
 
   Engine& engine_;

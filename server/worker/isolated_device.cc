@@ -209,6 +209,8 @@ class WorkerQueue final : public Queue {
     p.loan_recall.store(0, std::memory_order_relaxed);
     p.loan_records.store(0, std::memory_order_relaxed);
     p.loan_launches.store(0, std::memory_order_relaxed);
+    p.loan_bytes_in.store(0, std::memory_order_relaxed);
+    p.loan_bytes_out.store(0, std::memory_order_relaxed);
     p.loan_answering.store(0, std::memory_order_relaxed);
     p.loan_submit_head.store(loan->submit_head, std::memory_order_relaxed);
     p.loan_completion_tail.store(loan->completion_tail, std::memory_order_relaxed);
@@ -237,6 +239,8 @@ class WorkerQueue final : public Queue {
     v.launches = p.loan_launches.load(std::memory_order_acquire);
     v.records = p.loan_records.load(std::memory_order_acquire);
     v.running_launch = p.loan_answering.load(std::memory_order_acquire) == 2;
+    v.bytes_in = p.loan_bytes_in.load(std::memory_order_acquire);
+    v.bytes_out = p.loan_bytes_out.load(std::memory_order_acquire);
     return v;
   }
 
@@ -410,6 +414,8 @@ class WorkerQueue final : public Queue {
     r.completion_tail = p.loan_completion_tail.load(std::memory_order_acquire);
     r.answering = std::min<uint32_t>(p.loan_answering.load(std::memory_order_acquire), 2);
     r.tag = p.loan_tag.load(std::memory_order_acquire);
+    r.bytes_in = p.loan_bytes_in.load(std::memory_order_acquire);
+    r.bytes_out = p.loan_bytes_out.load(std::memory_order_acquire);
     if (r.answering == 2 && r.launches == 0) r.answering = 0;
     const absl::Time now = absl::Now();
     const EventId from = next_ + (r.launches > kRing ? r.launches - kRing : 0);

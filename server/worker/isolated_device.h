@@ -52,12 +52,14 @@ struct LoanView {
   uint64_t launches = 0;        // run by the worker so far
   uint64_t records = 0;         // taken by the worker so far
   bool running_launch = false;  // a launch taken and not yet answered
+  uint64_t bytes_in = 0, bytes_out = 0;  // copied by the worker so far
   absl::Duration launch_timeout;
 };
 
 // What the worker had done when a loan ended.
 struct LoanReturn {
-  uint64_t launches = 0;  // the queue's events event_base + 1 ... + launches
+  uint64_t launches = 0;                 // the queue's events event_base + 1 ... + launches
+  uint64_t bytes_in = 0, bytes_out = 0;  // copied by the worker
   uint32_t submit_head = 0, completion_tail = 0;
   // The record the worker took and did not answer: 1 a ping, 2 a launch
   // (the last of `launches`), 0 none; kad answers it with `status`.

@@ -48,6 +48,8 @@ struct QueueProgress {
   // among them, and where it is in the channel's rings.
   std::atomic<uint64_t> loan_records{0};
   std::atomic<uint64_t> loan_launches{0};
+  std::atomic<uint64_t> loan_bytes_in{0};   // copied into buffers (kCopyIn)
+  std::atomic<uint64_t> loan_bytes_out{0};  // copied out of them (kCopyOut)
   std::atomic<uint32_t> loan_submit_head{0};
   std::atomic<uint32_t> loan_completion_tail{0};
   // 1 while a record taken is not yet answered (its tag in `loan_tag`):

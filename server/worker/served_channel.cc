@@ -82,7 +82,40 @@ void ServedChannel::hand_back() {
   futex_wake(&p.loan_owner);  // kad's channel thread sleeps there while it lends
 }
 
-void ServedChannel::serve(absl::FunctionRef<absl::Status(const LaunchRecord&)> run) {
+bool ServedChannel::copy(absl::FunctionRef<std::byte*(uint64_t id, uint64_t end)> memory) {
+  const bool in = record_.op == static_cast<uint32_t>(shm::v1::Op::kCopyIn);
+  // Empty copies and anything out of range are kad's to answer (and word).
+  uint64_t arena_end, buffer_end;
+  if (record_.size == 0 || __builtin_add_overflow(record_.arena_offset, record_.size, &arena_end) ||
+      arena_end > shm::v1::kArenaBytes ||
+      __builtin_add_overflow(record_.offset, record_.size, &buffer_end))
+    return false;
+  for (uint32_t i = 0; i < plan_.key.nargs; ++i) {
+    const shm::v1::ArgRecord& a = plan_.key.args[i];
+    if (static_cast<shm::v1::ArgKind>(a.kind) != shm::v1::ArgKind::kBuffer ||
+        a.value != record_.buffer)
+      continue;
+    if (buffer_end > plan_.buffer_bytes[i]) return false;
+    std::byte* buffer = memory(plan_.launch.args[i].value, buffer_end);
+    if (buffer == nullptr) return false;
+    std::byte* arena = rings_->arena() + record_.arena_offset;
+    QueueProgress& p = *progress_;
+    if (in) {
+      std::memcpy(buffer + record_.offset, arena, record_.size);
+      p.loan_bytes_in.store(p.loan_bytes_in.load(std::memory_order_relaxed) + record_.size,
+                            std::memory_order_release);
+    } else {
+      std::memcpy(arena, buffer + record_.offset, record_.size);
+      p.loan_bytes_out.store(p.loan_bytes_out.load(std::memory_order_relaxed) + record_.size,
+                             std::memory_order_release);
+    }
+    return true;
+  }
+  return false;
+}
+
+void ServedChannel::serve(absl::FunctionRef<absl::Status(const LaunchRecord&)> run,
+                          absl::FunctionRef<std::byte*(uint64_t id, uint64_t end)> memory) {
   if (!serving_) return;
   QueueProgress& p = *progress_;
   // A bounded batch: the worker's launch ring and kad's messages get their
@@ -94,11 +127,16 @@ void ServedChannel::serve(absl::FunctionRef<absl::Status(const LaunchRecord&)> r
     if (!waiting.ok()) return hand_back();
     if (*waiting == 0) return;
     rings_->peek(&record_);
-    const bool launch =
-        record_.op == static_cast<uint32_t>(shm::v1::Op::kRun) && same_plan(plan_.key, record_);
-    if ((!launch && record_.op != static_cast<uint32_t>(shm::v1::Op::kPing)) ||
-        !rings_->completion_room())
-      return hand_back();
+    const auto op = static_cast<shm::v1::Op>(record_.op);
+    const bool launch = op == shm::v1::Op::kRun && same_plan(plan_.key, record_);
+    const uint64_t launched = event_base_ + p.loan_launches.load(std::memory_order_relaxed);
+    const bool copies = op == shm::v1::Op::kCopyIn || op == shm::v1::Op::kCopyOut;
+    const bool servable = launch || copies || op == shm::v1::Op::kPing ||
+                          (op == shm::v1::Op::kWait && record_.event <= launched);
+    if (!servable || !rings_->completion_room()) return hand_back();
+    // A copy is done in place before the record is taken: one the worker
+    // may not serve stays in the ring for kad, untouched.
+    if (copies && !copy(memory)) return hand_back();
     // Taken: from here until it is answered, kad answers it should this
     // worker die.
     p.loan_tag.store(record_.tag, std::memory_order_relaxed);

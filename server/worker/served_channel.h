@@ -5,14 +5,16 @@
 // launch within ~2 µs of the driver's on a small machine
 // (bench/results/2026-12-05-wake-up-floor).
 //
-// The worker answers only what it can answer as kad would: a ping, and a
+// The worker answers only what it can answer as kad would: a ping, a wait
+// for launches it ran (every one has ended: each was synchronous), a copy
+// between the arena and a buffer the plan names, within both, and a
 // synchronous launch (kRun) like the one kad planned and handed over with
 // the loan (DirectPlan: the same kernel, shape, arguments' kinds, buffers
 // and local sizes; only the scalars' values differ, which change nothing
-// kad checked). Anything else — another launch, a wait, a copy, a record
-// it cannot read, a full completion ring — it leaves in the ring and hands
-// the channel back, as it does when kad recalls it; kad then serves it as
-// before. The client sees one channel either way.
+// kad checked). Anything else — another launch, a wait past them, another
+// buffer, a record it cannot read, a full completion ring — it leaves in
+// the ring and hands the channel back, as it does when kad recalls it; kad
+// then serves it as before. The client sees one channel either way.
 //
 // The words kad reads (QueueProgress's loan_*) say how far the worker came,
 // so that kad can go on from there, count the launches as the queue's, and
@@ -49,11 +51,14 @@ class ServedChannel {
   void lend(const ServeChannelRecord& loan, QueueProgress* progress);
   bool serving() const { return serving_; }
 
-  // Serves the records the client has written: pings, and launches like
-  // the plan's through `run` (which launches the record it is given and
-  // returns once the launch has ended, with its failure if it failed).
-  // Hands the channel back at anything else, or when kad recalls it.
-  void serve(absl::FunctionRef<absl::Status(const LaunchRecord&)> run);
+  // Serves the records the client has written: pings, waits for what it
+  // has launched, copies to and from the plan's buffers (`memory(id, end)`:
+  // the worker's mapping of buffer `id`, null unless `end` bytes fit), and
+  // launches like the plan's through `run` (which launches the record it
+  // is given and returns once the launch has ended, with its failure if it
+  // failed). Hands the channel back at anything else, or when kad recalls it.
+  void serve(absl::FunctionRef<absl::Status(const LaunchRecord&)> run,
+             absl::FunctionRef<std::byte*(uint64_t id, uint64_t end)> memory);
 
   // Whether the client wrote a record since the last look, or kad recalls
   // the channel: a reason not to sleep.
@@ -72,6 +77,9 @@ class ServedChannel {
   explicit ServedChannel(SharedMapping memory) : memory_(std::move(memory)) {}
   // Gives the channel back to kad: the record that is next stays for it.
   void hand_back();
+  // Serves record_ as a copy, if it is one the worker may serve: a range
+  // inside the arena and inside a buffer of the plan.
+  bool copy(absl::FunctionRef<std::byte*(uint64_t id, uint64_t end)> memory);
 
   SharedMapping memory_;
   std::optional<ChannelRings> rings_;

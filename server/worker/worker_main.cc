@@ -352,7 +352,12 @@ class WorkerServer {
       auto q = queues_.find(id);
       if (q == queues_.end()) continue;
       WorkerQueueState& state = *q->second;
-      c->serve([this, &state](const LaunchRecord& r) { return run_direct(state, r); });
+      c->serve([this, &state](const LaunchRecord& r) { return run_direct(state, r); },
+               [this](uint64_t id, uint64_t end) -> std::byte* {
+                 auto b = buffers_.find(id);
+                 if (b == buffers_.end() || end > b->second->bytes) return nullptr;
+                 return static_cast<std::byte*>(b->second->data);
+               });
     }
   }
   bool channel_has_work() const {

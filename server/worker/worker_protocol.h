@@ -111,6 +111,9 @@ struct DirectPlan {
   // The completion's account of the launch (its choice), as kad gave it.
   uint8_t linear = 0, index_bits = 0, rank = 0, workgroup_rank = 0;
   int64_t workgroup[shm::v1::kMaxRank] = {};
+  // The size of the buffer each buffer argument names, as kad knows it:
+  // copies to and from those buffers are the worker's to serve too.
+  uint64_t buffer_bytes[shm::v1::kMaxArgs] = {};
 };
 
 struct ServeChannelRecord {

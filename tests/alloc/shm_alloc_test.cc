@@ -67,8 +67,9 @@ class TransportAllocations : public ::testing::Test {
  protected:
   void SetUp() override { ASSERT_TRUE(daemon_.serving()); }
 
-  void connect(const std::string& mode) {
-    auto c = Client::connect(daemon_.uri(mode), "alloc");
+  // To the daemon of this fixture, or to `daemon`.
+  void connect(const std::string& mode, testing::InProcessDaemon* daemon = nullptr) {
+    auto c = Client::connect((daemon != nullptr ? *daemon : daemon_).uri(mode), "alloc");
     ASSERT_TRUE(c.ok()) << c.status();
     client_ = *std::move(c);
     auto queue = client_->create_queue();
@@ -143,6 +144,29 @@ TEST_F(TransportAllocations, ShmWarmLaunchAllocatesNothingInTheClientOrTheDaemon
   EXPECT_EQ(ran.kad_allocs, 0u) << "the client's shared-memory transport allocated";
   EXPECT_EQ(ran.service_allocs, 0u) << "the daemon's shared-memory channel allocated";
   expect_written_by(kLaunches - 1);
+}
+
+// The direct path (--shm-direct): once the client's synchronous launches
+// have its channel lent to its session's worker, kad's channel thread only
+// looks at the loan now and then, and neither it nor the client allocates
+// for a launch. (The worker's own count is by construction: fixed records,
+// no allocation on its serving path; not counted here.)
+TEST_F(TransportAllocations, ShmLentRunsAllocateNothingInTheClientOrTheDaemonChannel) {
+  testing::InProcessDaemon direct(
+      "direct-alloc", /*workers=*/true, server::EngineLimits{}.device_queue_depth,
+      server::SubmitStreams::kThreads, server::worker::kDefaultPoclWorkerDriver, "",
+      /*shm_direct=*/true);
+  ASSERT_TRUE(direct.serving());
+  connect("shm", &direct);
+  for (int32_t k = 0; k < 10; ++k) ASSERT_TRUE(run(k).ok());  // lent after four
+  AllocCounter counter;
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(run(k).ok());
+  const AllocCounts ran = counter.counts();
+  EXPECT_EQ(ran.kad_allocs, 0u) << "the client's shared-memory transport allocated";
+  EXPECT_EQ(ran.service_allocs, 0u) << "kad's channel thread allocated while the worker served";
+  expect_written_by(kLaunches - 1);
+  queue_.reset();
+  client_.reset();
 }
 
 TEST_F(TransportAllocations, ShmCountersSeeTheClientAndTheChannelAllocate) {

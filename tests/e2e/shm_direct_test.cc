@@ -120,6 +120,26 @@ TEST_F(ShmDirect, RepeatedRunsAreAnsweredByTheWorkerWithKadsEventsAndResults) {
   EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 211));
 }
 
+TEST_F(ShmDirect, CopiesAndWaitsBetweenRunsAreTheWorkersToo) {
+  const size_t log_bytes = daemon().log().size();
+  for (int32_t v = 1; v <= 12; ++v) {
+    const std::vector<int32_t> start(kItems, 100 * v);
+    ASSERT_TRUE(queue_->write(buffer_, 0, bytes_of(start)).ok());
+    ASSERT_TRUE(run(v).ok()) << v;
+    ASSERT_TRUE(queue_->wait().ok());
+    ASSERT_EQ(contents(), std::vector<int32_t>(kItems, 101 * v)) << v;
+  }
+  EXPECT_TRUE(lent_since(log_bytes)) << daemon().log();
+  // A copy past the buffer's end is kad's to refuse, in kad's words, and
+  // the queue goes on.
+  std::vector<int32_t> two(2);
+  const absl::Status past = queue_->read(buffer_, (kItems - 1) * sizeof(int32_t), bytes_of(two));
+  EXPECT_FALSE(past.ok());
+  EXPECT_THAT(past.message(), HasSubstr("buffer"));
+  ASSERT_TRUE(run(1).ok());
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 1213));
+}
+
 TEST_F(ShmDirect, AFreeThatCameAnotherWayTakesTheChannelBackFirst) {
   const size_t log_bytes = daemon().log().size();
   run_each(1, 6);
