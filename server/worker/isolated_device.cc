@@ -882,10 +882,6 @@ absl::StatusOr<std::unique_ptr<Queue>> WorkerHost::add_queue(std::unique_ptr<Wor
   return std::unique_ptr<Queue>(std::move(q));
 }
 
-}  // namespace kad::server::worker
-
-namespace kad::server::worker {
-
 absl::StatusOr<std::shared_ptr<ProgressPage>> IsolatedDevice::lend_channel(
     Queue& queue, int channel_fd, ServeChannelRecord* loan) {
   return static_cast<WorkerQueue&>(queue).lend(channel_fd, loan);

@@ -138,13 +138,14 @@ void ServedChannel::serve(absl::FunctionRef<absl::Status(const LaunchRecord&)> r
     // may not serve stays in the ring for kad, untouched.
     if (copies && !copy(memory)) return hand_back();
     // Taken: from here until it is answered, kad answers it should this
-    // worker die.
+    // worker die, and goes on past it. The words say so before the slot is
+    // freed: a worker killed in between must not leave kad to run it again.
     p.loan_tag.store(record_.tag, std::memory_order_relaxed);
-    p.loan_answering.store(launch ? 2 : 1, std::memory_order_release);
+    p.loan_answering.store(launch ? 2 : 1, std::memory_order_relaxed);
+    p.loan_submit_head.store(rings_->positions().submit_head + 1, std::memory_order_release);
     rings_->consume();
     p.loan_records.store(p.loan_records.load(std::memory_order_relaxed) + 1,
                          std::memory_order_relaxed);
-    p.loan_submit_head.store(rings_->positions().submit_head, std::memory_order_release);
     CompletionRecord& done = completion_.start(record_.tag);
     absl::Status status;
     if (launch) {
