@@ -20,9 +20,7 @@ void ChannelLoans::remove(Lender* lender) {
 }
 
 bool ChannelLoans::holds(uint64_t queue) const {
-  if (auto all = holds_.find(0); all != holds_.end() && all->second > 0) return true;
-  auto h = holds_.find(queue);
-  return h != holds_.end() && h->second > 0;
+  return all_holds_ > 0 || holds_[queue % kBuckets] > 0;
 }
 
 bool ChannelLoans::any_lent(uint64_t queue) const {
@@ -55,7 +53,7 @@ bool ChannelLoans::held(uint64_t queue) const {
 
 ChannelLoans::Hold ChannelLoans::hold(uint64_t queue) {
   absl::MutexLock lock(&mu_);
-  ++holds_[queue];
+  ++(queue == 0 ? all_holds_ : holds_[queue % kBuckets]);
   if (any_lent(queue)) {
     for (Entry& e : entries_)
       if (e.lent && (queue == 0 || e.queue == queue)) e.lender->recall();
@@ -72,7 +70,7 @@ ChannelLoans::Hold ChannelLoans::hold(uint64_t queue) {
 
 void ChannelLoans::release(uint64_t queue) {
   absl::MutexLock lock(&mu_);
-  if (auto h = holds_.find(queue); h != holds_.end() && --h->second == 0) holds_.erase(h);
+  --(queue == 0 ? all_holds_ : holds_[queue % kBuckets]);
 }
 
 }  // namespace kad::server

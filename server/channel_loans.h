@@ -8,10 +8,11 @@
 // worker that does not give it back is ended).
 #pragma once
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "absl/synchronization/mutex.h"
 
 namespace kad::server {
@@ -68,9 +69,15 @@ class ChannelLoans {
   bool any_lent(uint64_t queue) const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void release(uint64_t queue);
 
+  // Holds of one queue are counted in its bucket (queue % kBuckets), holds of
+  // every queue apart: no allocation on the launch path that takes them,
+  // and no growth with the handles a client names. Queues that share a
+  // bucket hold each other back, which costs a loan, never correctness.
+  static constexpr size_t kBuckets = 64;
   mutable absl::Mutex mu_;
   std::vector<Entry> entries_ ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<uint64_t, uint32_t> holds_ ABSL_GUARDED_BY(mu_);  // by queue; 0: all
+  std::array<uint32_t, kBuckets> holds_ ABSL_GUARDED_BY(mu_) = {};
+  uint32_t all_holds_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace kad::server
