@@ -847,10 +847,16 @@ void Engine::count_lent_launches(const ChannelLoan& loan, uint64_t n) {
 }
 
 void Engine::end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches) {
-  absl::MutexLock lock(&s.mu);  // the writer of the queue's count
   SessionQueue& sq = *loan.queue;
-  if (auto* scheduled = dynamic_cast<ScheduledQueue*>(sq.queue.get()))
-    scheduled->absorb_ended(launches);
+  auto* scheduled = dynamic_cast<ScheduledQueue*>(sq.queue.get());
+  // The scheduler counts them ended, so what they ended with goes with
+  // them. The worker gave the queue back with nothing in flight (or is
+  // gone): this returns at once, unless a failure is to be asked for.
+  // Without a scheduler, the device's queue keeps it for the next wait.
+  absl::Status ended =
+      scheduled != nullptr && launches > 0 ? loan.device_queue->finish() : absl::OkStatus();
+  absl::MutexLock lock(&s.mu);  // the writer of the queue's count
+  if (scheduled != nullptr) scheduled->absorb_ended(launches, std::move(ended));
   // Never counted against the tenant: the worker ran them one at a time.
   const EventId last = sq.last_event.load() + launches;
   sq.released.fetch_add(launches);

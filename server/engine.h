@@ -225,7 +225,8 @@ class Engine {
   // Counts `n` launches more that the worker ran for a lent channel.
   void count_lent_launches(const ChannelLoan& loan, uint64_t n);
   // The loan has ended with `launches` run by the worker: they become the
-  // queue's events event_base + 1 ..., ended and waited for.
+  // queue's events event_base + 1 ..., ended; a failure or loss among them
+  // that no wait reported is the queue's next wait's to report.
   void end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches);
   // What a request that must find `queue` (0: every queue) as kad keeps it
   // holds while it runs (ChannelLoans): nothing without --shm-direct.

@@ -265,11 +265,12 @@ bool ScheduledQueue::idle() const {
          error_.ok();
 }
 
-void ScheduledQueue::absorb_ended(uint64_t n) {
+void ScheduledQueue::absorb_ended(uint64_t n, absl::Status failed) {
   absl::MutexLock lock(&mu());
   issued_ += n;
   dispatched_ += n;
   ended_ += n;
+  if (!failed.ok()) note_error_locked(issued_, std::move(failed), /*held=*/false);
 }
 
 absl::Status ScheduledQueue::wait(EventId event) {

@@ -76,10 +76,12 @@ class ScheduledQueue final : public Queue {
   // The direct path (server/README.md): the device's queue behind this one,
   // whether every launch issued has ended with no failure left to report,
   // and `n` launches that ran on the device's queue without this one (a
-  // lent channel's), which take the next ids, ended.
+  // lent channel's), which take the next ids, ended (`failed`: with what,
+  // reported by the next wait that covers the last of them, as the first
+  // failure of a batch is).
   Queue& device_queue() const { return *queue_; }
   bool idle() const;
-  void absorb_ended(uint64_t n);
+  void absorb_ended(uint64_t n, absl::Status failed);
 
   // Clients in a wait that sends the queue's granted launches themselves
   // (their launch has not gone to the device yet).

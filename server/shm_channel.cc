@@ -198,7 +198,10 @@ bool ShmChannel::execute(const SubmitRecord& r) {
   if (status.ok())
     status = run_queue_op(engine_, *session_, queue_, op, RequestCounters::Transport::kSharedMemory,
                           &result);
-  last_run_ = op.kind == QueueOp::Kind::kRun && status.ok() ? result.launch.event : 0;
+  const auto record_op = static_cast<Op>(r.op);
+  launch_event_ =
+      (record_op == Op::kRun || record_op == Op::kSubmit) && status.ok() ? result.launch.event : 0;
+  waited_ = record_op == Op::kWait && status.ok();
   if (result.launched) {
     const LaunchResult& launched = result.launch;
     done->event = launched.event;
@@ -236,16 +239,36 @@ void ShmChannel::recall() {
 
 bool ShmChannel::consider_loan() {
   if (!engine_.limits().shm_direct) return false;
-  if (repeats_ > 0 && worker::same_plan(candidate_, record_)) {
-    ++repeats_;
-  } else {
-    candidate_ = record_;
-    repeats_ = 1;
+  if (launch_event_ != 0) {
+    if (repeats_ > 0 && worker::same_plan(candidate_, record_)) {
+      ++repeats_;
+    } else {
+      candidate_ = record_;
+      repeats_ = 1;
+    }
+    planned_event_ = launch_event_;
+    const CompletionRecord& done = completion_.record();
+    candidate_choice_.linear = done.linear;
+    candidate_choice_.index_bits = done.index_bits;
+    candidate_choice_.rank = done.rank;
+    candidate_choice_.workgroup_rank = done.workgroup_rank;
+    std::memcpy(candidate_choice_.workgroup, done.workgroup, sizeof(done.workgroup));
+    // A pipelined launch leaves the queue busy: lent at a wait.
+    return static_cast<Op>(record_.op) == Op::kRun && lend();
   }
+  if (waited_) return lend();
+  // A loan is for a run of launches, with copies, waits and pings between
+  // them: what the worker may serve.
+  if (!worker_may_serve(record_)) repeats_ = 0;
+  return false;
+}
+
+bool ShmChannel::lend() {
   if (repeats_ < loan_after_ || !session_->loans.begin_loan(this)) return false;
   repeats_ = 0;
-  absl::StatusOr<Engine::ChannelLoan> loan = engine_.lend_channel(
-      *session_, queue_, last_run_, candidate_, completion_.record(), memfd_, rings_->positions());
+  absl::StatusOr<Engine::ChannelLoan> loan =
+      engine_.lend_channel(*session_, queue_, planned_event_, candidate_, candidate_choice_, memfd_,
+                           rings_->positions());
   if (!loan.ok()) {
     session_->loans.returned(this);
     if (loan.status().code() != absl::StatusCode::kFailedPrecondition) {
@@ -284,8 +307,10 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
   };
   bool recalled = false;
   absl::Time recalled_at;
-  uint64_t records = ~uint64_t{0};  // taken by the worker, as last seen, and since when
-  absl::Time records_since = absl::Now();
+  // The worker's progress (records taken and launches ended), as last
+  // seen, and since when.
+  uint64_t progress = ~uint64_t{0};
+  absl::Time progress_since = absl::Now();
   for (bool first = true;; first = false) {
     // Woken by the worker's giving the channel back, or a recall.
     if (!first) futex_wait(&p.loan_owner, 1, 50'000'000);
@@ -310,15 +335,15 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
     }
     // Busy while the client sends (the worker and the client then wait on
     // each other), and whether both may spin, as when kad serves.
-    set_busy(v.records != records || v.running_launch);
+    set_busy(v.records + v.ended != progress || v.running_launch);
     spin_ = spinning_pays();
     rings_->set_sleep_at_once(!spin_);
-    if (v.records != records) {
-      records = v.records;
-      records_since = now;
+    if (v.records + v.ended != progress) {
+      progress = v.records + v.ended;
+      progress_since = now;
     }
     // The worker's launch, or its giving the channel back, past the deadline.
-    if (v.running_launch && now - records_since > v.launch_timeout) {
+    if (v.running_launch && now - progress_since > v.launch_timeout) {
       device.expire_loan(*loan.device_queue,
                          absl::DeadlineExceededError("a launch ran past its deadline"));
     } else if (recalled && !v.running_launch && now - recalled_at > v.launch_timeout) {
@@ -336,10 +361,10 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
   rings_.emplace(memory_, RingPositions{r.submit_head, r.completion_tail});
   lent_progress_.store(nullptr);
   bool ok = true;
-  if (r.answering != 0) {
+  if (r.answering != worker::LoanTaking::kNone) {
     // The record the worker took and did not answer (it died meanwhile).
     CompletionRecord& done = completion_.start(r.tag);
-    if (r.answering == 2) done.event = loan.event_base + r.launches;
+    if (r.answering == worker::LoanTaking::kRun) done.event = loan.event_base + r.launches;
     if (!r.status.ok()) engine_.requests().count_command(r.status.code());
     completion_.finish(r.status);
     ok = post();
@@ -383,13 +408,7 @@ void ShmChannel::run() {
     for (uint32_t n = *waiting; n > 0 && ok && !stop_.load(std::memory_order_relaxed); --n) {
       rings_->take(&record_);
       if (execute(record_)) ok = post();
-      if (last_run_ != 0) {
-        if (ok && consider_loan()) break;  // the rings moved on meanwhile
-      } else if (!worker_may_serve(record_)) {
-        // A loan is for a run of synchronous launches, with copies, waits
-        // and pings between them: what the worker may serve.
-        repeats_ = 0;
-      }
+      if (ok && consider_loan()) break;  // the rings moved on meanwhile
     }
     if (!ok) break;
   }

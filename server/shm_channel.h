@@ -71,11 +71,15 @@ class ShmChannel final : public ChannelLoans::Lender {
   // last wait), or no longer.
   void set_busy(bool busy);
   void end(const std::string& reason);
-  // The direct path: after a synchronous launch answered by kad, lends the
-  // channel to the session's worker once the client has repeated that
-  // launch kLoanAfter times; serves nothing itself until it is back.
-  // False when the channel must end.
+  // The direct path, after each record kad served: counts launches like
+  // the last (synchronous or pipelined), and once the client has repeated
+  // one kLoanAfter times, lends the channel to the session's worker after
+  // a synchronous launch, or after a wait that leaves the queue with
+  // nothing in flight (pipelined launches end there); serves nothing
+  // itself until it is back. Whether it lent the channel.
   bool consider_loan();
+  // Lends the channel, if the queue and the session allow it now.
+  bool lend();
   // Whether a lent channel's worker may answer a record like `r` (other
   // than a launch like the plan's): such records do not break a run.
   static bool worker_may_serve(const shm::v1::SubmitRecord& r);
@@ -99,14 +103,20 @@ class ShmChannel final : public ChannelLoans::Lender {
   shm::v1::SubmitRecord record_{};  // private copy of the slot being run
   CompletionBuilder completion_;
   DecodedLaunch decoded_;
-  // The direct path: the last synchronous launch's event, the record it
-  // repeats and how often in a row, and the worker's page while lent.
+  // The direct path: what execute() found of the record (the event of a
+  // launch the worker could serve, 0 for anything else; whether a wait
+  // succeeded), the newest launch like the candidate, the record it
+  // repeats, how often in a row, the choice kad made for it (the fields of
+  // its completion that say so), and the worker's page while lent.
   static constexpr uint32_t kLoanAfter = 4;
   static constexpr uint64_t kShortLoan = 16;
   static constexpr uint32_t kLongestLoanWait = 1024;
   uint32_t loan_after_ = kLoanAfter;  // launches in a row before the next loan
-  EventId last_run_ = 0;
+  EventId launch_event_ = 0;
+  bool waited_ = false;
+  EventId planned_event_ = 0;
   shm::v1::SubmitRecord candidate_{};
+  shm::v1::CompletionRecord candidate_choice_{};
   uint32_t repeats_ = 0;
   bool lent_before_ = false;  // logged once per channel
   std::atomic<worker::QueueProgress*> lent_progress_{nullptr};

@@ -238,7 +238,14 @@ class WorkerQueue final : public Queue {
     v.lent = p.loan_owner.load(std::memory_order_acquire) != 0;
     v.launches = p.loan_launches.load(std::memory_order_acquire);
     v.records = p.loan_records.load(std::memory_order_acquire);
-    v.running_launch = p.loan_answering.load(std::memory_order_acquire) == 2;
+    // The worker's launches before the loan had all ended; its count goes on from them.
+    const uint64_t before = next_ - 1 - base_;
+    const uint64_t completed = p.completed.load(std::memory_order_acquire);
+    v.ended = std::min(completed > before ? completed - before : 0, v.launches);
+    const uint32_t answering = p.loan_answering.load(std::memory_order_acquire);
+    v.running_launch = v.ended < v.launches ||
+                       answering == static_cast<uint32_t>(LoanTaking::kRun) ||
+                       answering == static_cast<uint32_t>(LoanTaking::kWait);
     v.bytes_in = p.loan_bytes_in.load(std::memory_order_acquire);
     v.bytes_out = p.loan_bytes_out.load(std::memory_order_acquire);
     return v;
@@ -255,7 +262,13 @@ class WorkerQueue final : public Queue {
     LoanReturn r = loan_.returned;
     loan_.returned = {};
     loan_.page.reset();
-    if (r.answering == 2) {
+    if (r.answering == LoanTaking::kWait) {
+      // A wait for launches the worker took with it: they were lost.
+      if (loss_pending_) {
+        loss_pending_ = false;
+        r.status = loss_;
+      }
+    } else if (r.answering == LoanTaking::kRun) {
       // The launch in progress: the worker is gone, and with it the launch.
       if (loss_pending_ && loss_from_ <= loan_.running && loan_.running <= loss_through_) {
         loss_pending_ = false;
@@ -412,11 +425,23 @@ class WorkerQueue final : public Queue {
     r.launches = std::min<uint64_t>(p.loan_launches.load(std::memory_order_acquire), 1u << 30);
     r.submit_head = p.loan_submit_head.load(std::memory_order_acquire);
     r.completion_tail = p.loan_completion_tail.load(std::memory_order_acquire);
-    r.answering = std::min<uint32_t>(p.loan_answering.load(std::memory_order_acquire), 2);
+    r.answering =
+        static_cast<LoanTaking>(std::min<uint32_t>(p.loan_answering.load(std::memory_order_acquire),
+                                                   static_cast<uint32_t>(LoanTaking::kWait)));
     r.tag = p.loan_tag.load(std::memory_order_acquire);
     r.bytes_in = p.loan_bytes_in.load(std::memory_order_acquire);
     r.bytes_out = p.loan_bytes_out.load(std::memory_order_acquire);
-    if (r.answering == 2 && r.launches == 0) r.answering = 0;
+    const bool launch = r.answering == LoanTaking::kRun || r.answering == LoanTaking::kSubmit;
+    if (r.answering != LoanTaking::kNone &&
+        r.submit_head == p.loan_taking.load(std::memory_order_acquire)) {
+      // Not taken after all: the record is kad's to serve, and a launch
+      // counted for it never was one.
+      if (launch && r.launches > 0) --r.launches;
+      r.answering = LoanTaking::kNone;
+    }
+    // A submit is answered by no record; its loss, if any, by the next wait.
+    if (r.answering == LoanTaking::kSubmit || (launch && r.launches == 0))
+      r.answering = LoanTaking::kNone;
     const absl::Time now = absl::Now();
     const EventId from = next_ + (r.launches > kRing ? r.launches - kRing : 0);
     next_ += r.launches;

@@ -48,10 +48,12 @@ class WorkerQueue;
 // A client's shared-memory channel lent to the session's worker (the direct
 // path, served_channel.h), as kad follows it.
 struct LoanView {
-  bool lent = false;            // still the worker's: not handed back, and the worker lives
-  uint64_t launches = 0;        // run by the worker so far
-  uint64_t records = 0;         // taken by the worker so far
-  bool running_launch = false;  // a launch taken and not yet answered
+  bool lent = false;      // still the worker's: not handed back, and the worker lives
+  uint64_t launches = 0;  // run by the worker so far
+  uint64_t records = 0;   // taken by the worker so far
+  uint64_t ended = 0;     // of the launches, those that have ended
+  // A launch not yet ended, or a record waiting for one: the deadline runs.
+  bool running_launch = false;
   uint64_t bytes_in = 0, bytes_out = 0;  // copied by the worker so far
   absl::Duration launch_timeout;
 };
@@ -61,9 +63,10 @@ struct LoanReturn {
   uint64_t launches = 0;                 // the queue's events event_base + 1 ... + launches
   uint64_t bytes_in = 0, bytes_out = 0;  // copied by the worker
   uint32_t submit_head = 0, completion_tail = 0;
-  // The record the worker took and did not answer: 1 a ping, 2 a launch
-  // (the last of `launches`), 0 none; kad answers it with `status`.
-  uint32_t answering = 0;
+  // The record the worker took and did not answer (LoanTaking: a ping or
+  // a copy, a run, the last of `launches`, or a wait; kNone: none): kad
+  // answers it with `status`.
+  LoanTaking answering = LoanTaking::kNone;
   uint64_t tag = 0;
   absl::Status status;
 };

@@ -52,10 +52,24 @@ struct QueueProgress {
   std::atomic<uint64_t> loan_bytes_out{0};  // copied out of them (kCopyOut)
   std::atomic<uint32_t> loan_submit_head{0};
   std::atomic<uint32_t> loan_completion_tail{0};
-  // 1 while a record taken is not yet answered (its tag in `loan_tag`):
-  // should the worker die then, kad answers it.
+  // The record the worker is taking (LoanTaking), from the ring position
+  // `loan_taking` (its tag in `loan_tag`), until it is answered: should
+  // the worker die then, kad answers it. The worker writes these, and
+  // counts a launch in `loan_launches`, before it moves `loan_submit_head`
+  // past the record: a head still at `loan_taking` says the record is
+  // kad's to serve, and the launch counted for it never was one.
   std::atomic<uint32_t> loan_answering{0};
+  std::atomic<uint32_t> loan_taking{0};
   std::atomic<uint64_t> loan_tag{0};
+};
+
+// What `loan_answering` says of the record being taken.
+enum class LoanTaking : uint32_t {
+  kNone = 0,
+  kPingOrCopy = 1,  // done before it was taken: answered OK
+  kRun = 2,         // the last launch counted, answered once it ends
+  kSubmit = 3,      // the last launch counted, answered by no record
+  kWait = 4,        // answered once the launches it waits for have ended
 };
 
 inline constexpr size_t kProgressBytes = 4096;

@@ -156,6 +156,7 @@ struct WorkerQueueState {
   std::unique_ptr<Queue> queue;
   std::shared_ptr<ProgressPage> page;
   uint64_t next_launch = 1;  // the request loop's own count
+  uint64_t loan_base = 0;    // the launches before its channel's loan, if lent
   std::atomic<uint64_t> launched{0};
   std::atomic<uint32_t> launched_word{0};  // launched's low bits: the reaper's futex word
   std::atomic<uint32_t> reaper_sleeping{0};
@@ -352,12 +353,8 @@ class WorkerServer {
       auto q = queues_.find(id);
       if (q == queues_.end()) continue;
       WorkerQueueState& state = *q->second;
-      c->serve([this, &state](const LaunchRecord& r) { return run_direct(state, r); },
-               [this](uint64_t id, uint64_t end) -> std::byte* {
-                 auto b = buffers_.find(id);
-                 if (b == buffers_.end() || end > b->second->bytes) return nullptr;
-                 return static_cast<std::byte*>(b->second->data);
-               });
+      DirectQueue queue(*this, state);
+      c->serve(queue);
     }
   }
   bool channel_has_work() const {
@@ -392,29 +389,45 @@ class WorkerServer {
     }
     return n;
   }
-  // A launch of a lent channel: launched as kad's are, and waited for here,
-  // since its answer goes back only once it has ended.
-  absl::Status run_direct(WorkerQueueState& state, const LaunchRecord& r) {
-    std::memcpy(&launch_, &r, r.wire_size());
-    launch();
-    const uint64_t seq = state.next_launch - 1;
-    QueueProgress& p = state.page->progress();
-    for (int i = 0; p.completed.load(std::memory_order_acquire) < seq; ++i) {
-      if (i < shm::v1::kSpinIterations) {
-        shm::v1::cpu_relax();
-        continue;
-      }
-      const uint32_t seen = p.changes.load(std::memory_order_acquire);
-      if (p.completed.load(std::memory_order_acquire) >= seq) break;
-      state.page->sleep_while_unchanged(seen, absl::Milliseconds(10));
+  // A lent channel's queue (served_channel.h): its launches are launched
+  // as kad's are, and waited for here when a record asks.
+  class DirectQueue final : public LentQueue {
+   public:
+    DirectQueue(WorkerServer& worker, WorkerQueueState& state) : worker_(worker), state_(state) {}
+    void submit(const LaunchRecord& r) override {
+      std::memcpy(&worker_.launch_, &r, r.wire_size());
+      worker_.launch();
     }
-    absl::MutexLock lock(&state.mu);
-    if (state.failed.ok() || state.failed_at > seq) return absl::OkStatus();
-    absl::Status failed = std::move(state.failed);
-    state.failed = absl::OkStatus();
-    p.failed.store(0, std::memory_order_release);
-    return failed;
-  }
+    absl::Status wait(uint64_t n, bool report) override {
+      const uint64_t seq = state_.loan_base + n;
+      QueueProgress& p = state_.page->progress();
+      for (int i = 0; p.completed.load(std::memory_order_acquire) < seq; ++i) {
+        if (i < shm::v1::kSpinIterations) {
+          shm::v1::cpu_relax();
+          continue;
+        }
+        const uint32_t seen = p.changes.load(std::memory_order_acquire);
+        if (p.completed.load(std::memory_order_acquire) >= seq) break;
+        state_.page->sleep_while_unchanged(seen, absl::Milliseconds(10));
+      }
+      if (!report) return absl::OkStatus();
+      absl::MutexLock lock(&state_.mu);
+      if (state_.failed.ok() || state_.failed_at > seq) return absl::OkStatus();
+      absl::Status failed = std::move(state_.failed);
+      state_.failed = absl::OkStatus();
+      p.failed.store(0, std::memory_order_release);
+      return failed;
+    }
+    std::byte* memory(uint64_t id, uint64_t end) override {
+      auto b = worker_.buffers_.find(id);
+      if (b == worker_.buffers_.end() || end > b->second->bytes) return nullptr;
+      return static_cast<std::byte*>(b->second->data);
+    }
+
+   private:
+    WorkerServer& worker_;
+    WorkerQueueState& state_;
+  };
 
   int broken(const absl::Status& s) {
     std::fprintf(stderr, "kad worker: %s\n", std::string(s.message()).c_str());
@@ -561,6 +574,7 @@ class WorkerServer {
         }
         absl::StatusOr<std::unique_ptr<ServedChannel>> channel = ServedChannel::map(fd);
         if (!channel.ok()) return reply(channel.status());
+        q->second->loan_base = q->second->next_launch - 1;
         (*channel)->lend(serve_, &q->second->page->progress());
         channels_[serve_.queue] = *std::move(channel);
         return reply(absl::OkStatus());

@@ -151,25 +151,31 @@ TEST_F(TransportAllocations, ShmWarmLaunchAllocatesNothingInTheClientOrTheDaemon
   expect_written_by(kLaunches - 1);
 }
 
-// The direct path (--shm-direct): once the client's synchronous launches
+// The direct path (--shm-direct): once the client's repeated launches
 // have its channel lent to its session's worker, kad's channel thread only
 // looks at the loan now and then, and neither it nor the client allocates
 // for a launch. (The worker's own count is by construction: fixed records,
 // no allocation on its serving path; not counted here.)
-TEST_F(TransportAllocations, ShmLentRunsAllocateNothingInTheClientOrTheDaemonChannel) {
+TEST_F(TransportAllocations, ShmLentRunsAndPipelinesAllocateNothingInTheClientOrTheDaemonChannel) {
   testing::InProcessDaemon direct(
       "direct-alloc", /*workers=*/true, server::EngineLimits{}.device_queue_depth,
       server::SubmitStreams::kThreads, server::worker::kDefaultPoclWorkerDriver, "",
       /*shm_direct=*/true);
   ASSERT_TRUE(direct.serving());
   connect("shm", &direct);
-  // Pipelined launches stay kad's: each holds its queue's lent channels back
-  // (ChannelLoans::hold), which must allocate nothing either.
-  for (int32_t k = 0; k < 10; ++k) ASSERT_TRUE(submit(k).ok());  // warm
-  ASSERT_TRUE(queue_->wait().ok());
+  // kad's own pipelined launches each hold the queue's lent channels back
+  // (ChannelLoans::hold), which must allocate nothing either. An answered
+  // launch (which the worker never serves) before each wait keeps the
+  // channel kad's: a loan is for a run of launches like one.
+  const Arg args[] = {Arg::buffer(out_), Arg::scalar<int32_t>(2), Arg::scalar<int32_t>(0)};
+  auto kads_batch = [&](int n) {
+    for (int32_t k = 0; k < n; ++k) ASSERT_TRUE(submit(k).ok());
+    ASSERT_TRUE(queue_->launch(kernel_, &range_, nullptr, args).ok());
+    ASSERT_TRUE(queue_->wait().ok());
+  };
+  kads_batch(10);  // warm
   AllocCounter pipelined_counter;
-  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(submit(k).ok());
-  ASSERT_TRUE(queue_->wait().ok());
+  kads_batch(kLaunches);
   const AllocCounts pipelined = pipelined_counter.counts();
   expect_nothing_allocated(pipelined, "kad's channel thread allocated, holding loans back");
 
@@ -181,6 +187,14 @@ TEST_F(TransportAllocations, ShmLentRunsAllocateNothingInTheClientOrTheDaemonCha
   for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(run(k).ok());
   const AllocCounts ran = counter.counts();
   expect_nothing_allocated(ran, "kad's channel thread allocated while the worker served");
+  expect_written_by(kLaunches - 1);
+  // Pipelined launches like them are the worker's too.
+  AllocCounter lent_pipelined_counter;
+  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(submit(k).ok());
+  ASSERT_TRUE(queue_->wait().ok());
+  const AllocCounts lent_pipelined = lent_pipelined_counter.counts();
+  expect_nothing_allocated(lent_pipelined,
+                           "kad's channel thread allocated while the worker served a pipeline");
   expect_written_by(kLaunches - 1);
   queue_.reset();
   client_.reset();

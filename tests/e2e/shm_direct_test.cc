@@ -1,6 +1,6 @@
 // The direct path (--shm-direct, server/README.md): a shared-memory client
-// that repeats one synchronous launch has its channel lent to its session's
-// worker, which answers those launches without kad. The client sees one
+// that repeats one launch (synchronous or pipelined) has its channel lent to
+// its session's worker, which serves those launches without kad. The client sees one
 // queue either way: the same events and results, kad's answers for
 // everything else, kad's messages for a worker's crash or a launch past its
 // deadline, and the session going on after.
@@ -17,15 +17,19 @@ namespace {
 using ::testing::AllOf;
 using ::testing::HasSubstr;
 
-// v == -1 faults, v == -2 loops for good; otherwise adds v to each item.
+// v == -1 faults, v == -2 loops for good, v > 1000 spins v times and adds
+// 1 (a long launch: the worker runs such a kernel's launches on a thread of
+// the queue's, its request loop going on meanwhile); otherwise adds v to each item.
 constexpr char kAddSource[] =
     "kernel void add(KAD_CONTEXT, global int* out, int v) {\n"
     "  if (!kad_active()) return;\n"
     "  if (v == -1) *(global volatile int*)0 = 1;\n"
     "  if (v == -2) { volatile int spin = 1; while (spin) { } }\n"
+    "  if (v > 1000) { volatile int n = 0; for (int i = 0; i < v; ++i) n += 1; v = 1; }\n"
     "  out[kad_global_linear()] += v;\n}\n";
 
 constexpr int kItems = 16;
+constexpr int32_t kLongLaunch = 2'000'000;  // a few ms per item
 constexpr char kLentLog[] = "lent to the session's worker";
 
 class ShmDirect : public DaemonSuite {
@@ -71,6 +75,20 @@ class ShmDirect : public DaemonSuite {
       events.push_back(r.ok() ? r->event : 0);
     }
     return events;
+  }
+
+  absl::Status submit(int32_t v) {
+    const client::Arg args[] = {client::Arg::buffer(buffer_), client::Arg::scalar<int32_t>(v)};
+    const client::Dims ndrange{kItems};
+    return queue_->submit(kernel_, &ndrange, nullptr, args);
+  }
+
+  // `rounds` times: `each` pipelined launches of add(1), then one wait.
+  void submit_rounds(int rounds, int each) {
+    for (int r = 0; r < rounds; ++r) {
+      for (int i = 0; i < each; ++i) ASSERT_TRUE(submit(1).ok()) << r << "/" << i;
+      ASSERT_TRUE(queue_->wait().ok()) << r;
+    }
   }
 
   std::vector<int32_t> contents() {
@@ -180,6 +198,83 @@ TEST_F(ShmDirect, ALentRunPastItsDeadlineIsAnsweredDeadlineExceeded) {
   absl::StatusOr<client::LaunchInfo> again = run(1);
   EXPECT_TRUE(again.ok()) << again.status();
   expect_bystander_served(daemon().unix_uri(), 6, kFillSource, /*shared_memory=*/true);
+}
+
+TEST_F(ShmDirect, PipelinedLaunchesAreTheWorkersWithKadsEventsResultsAndCounts) {
+  const size_t log_bytes = daemon().log().size();
+  auto before = client_->status();
+  ASSERT_TRUE(before.ok()) << before.status();
+  absl::StatusOr<client::LaunchInfo> first = run(1);
+  ASSERT_TRUE(first.ok()) << first.status();
+  // kad serves the first round; the wait that ends it leaves the queue
+  // idle, and the channel is lent there.
+  submit_rounds(10, 20);
+  EXPECT_TRUE(lent_since(log_bytes)) << daemon().log();
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 201));
+  // A read with no wait comes after the launches before it, as from kad
+  // (the client waits before it reads a buffer kad maps for it).
+  for (int i = 0; i < 100; ++i) ASSERT_TRUE(submit(1).ok()) << i;
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 301));
+  // And after long ones, which run beside the worker's request loop.
+  for (int i = 0; i < 8; ++i) ASSERT_TRUE(submit(kLongLaunch).ok()) << i;
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 309));
+  ASSERT_TRUE(queue_->wait().ok());
+  // A launch the worker does not answer is kad's, numbered after them all.
+  const client::Arg args[] = {client::Arg::buffer(buffer_), client::Arg::scalar<int32_t>(1)};
+  auto answered = queue_->launch(kernel_, client::Dims{kItems}, nullptr, args);
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_EQ(answered->event, first->event + 309);
+  EXPECT_TRUE(queue_->wait().ok());
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 310));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto after = client_->status();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->launches - before->launches, 310u);
+  EXPECT_EQ(after->queue_depth, 0u);
+}
+
+TEST_F(ShmDirect, AFaultInALentPipelinedLaunchIsReportedByTheNextWait) {
+  const size_t log_bytes = daemon().log().size();
+  submit_rounds(3, 8);
+  ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
+  ASSERT_TRUE(submit(1).ok());
+  ASSERT_TRUE(submit(-1).ok());
+  ASSERT_TRUE(submit(1).ok());
+  const absl::Status waited = queue_->wait();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kAborted) << waited;
+  EXPECT_THAT(waited.message(), AllOf(HasSubstr("signal 11"), HasSubstr("kernel `add`")));
+  // Reported once; the session goes on in a new worker, its buffer kept.
+  EXPECT_TRUE(queue_->wait().ok());
+  const std::vector<int32_t> kept = contents();
+  ASSERT_TRUE(run(1).ok());
+  std::vector<int32_t> one_more = kept;
+  for (int32_t& x : one_more) ++x;
+  EXPECT_EQ(contents(), one_more);
+  expect_bystander_served(daemon().unix_uri(), 7, kFillSource, /*shared_memory=*/true);
+}
+
+TEST_F(ShmDirect, ALentPipelinedLaunchPastItsDeadlineEndsWithNoWaitAndTheWaitSaysSo) {
+  const size_t log_bytes = daemon().log().size();
+  submit_rounds(3, 8);
+  ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
+  auto before = client_->status();
+  ASSERT_TRUE(before.ok()) << before.status();
+  ASSERT_TRUE(submit(-2).ok());
+  // Nobody waits: kad, watching the worker's progress, ends it at the
+  // deadline (3 s) all the same.
+  absl::StatusOr<client::ServiceStatus> s;
+  for (int i = 0; i < 200; ++i) {
+    s = client_->status();
+    ASSERT_TRUE(s.ok()) << s.status();
+    if (s->workers_timed_out > before->workers_timed_out) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(s->workers_timed_out, before->workers_timed_out + 1);
+  const absl::Status waited = queue_->wait();
+  EXPECT_EQ(waited.code(), absl::StatusCode::kDeadlineExceeded) << waited;
+  EXPECT_THAT(waited.message(), HasSubstr("kernel `add`"));
+  EXPECT_TRUE(run(1).ok());
+  expect_bystander_served(daemon().unix_uri(), 8, kFillSource, /*shared_memory=*/true);
 }
 
 TEST_F(ShmDirect, ClosingTheSessionWhileLentEndsItsChannelAndCountsNothingLeft) {

@@ -39,6 +39,21 @@ TEST(SamePlan, ATagAndAScalarsValueMayDiffer) {
   EXPECT_TRUE(same_plan(key, r));
 }
 
+TEST(SamePlan, ARunAndAPipelinedLaunchShareAPlanAndNothingElseDoes) {
+  const SubmitRecord run = saxpy_like();
+  SubmitRecord submit = run;
+  submit.op = static_cast<uint32_t>(shm::v1::Op::kSubmit);
+  EXPECT_TRUE(same_plan(run, submit));
+  EXPECT_TRUE(same_plan(submit, run));
+  for (const shm::v1::Op op : {shm::v1::Op::kLaunch, shm::v1::Op::kWait, shm::v1::Op::kPing,
+                               shm::v1::Op::kCopyIn, shm::v1::Op::kCopyOut}) {
+    SubmitRecord other = run;
+    other.op = static_cast<uint32_t>(op);
+    EXPECT_FALSE(same_plan(run, other)) << static_cast<int>(op);
+    EXPECT_FALSE(same_plan(other, other)) << static_cast<int>(op);
+  }
+}
+
 TEST(SamePlan, AnythingKadCheckedMustBeThePlans) {
   const SubmitRecord key = saxpy_like();
   auto differs = [&](auto change) {
@@ -46,7 +61,7 @@ TEST(SamePlan, AnythingKadCheckedMustBeThePlans) {
     change(r);
     return !same_plan(key, r);
   };
-  EXPECT_TRUE(differs([](SubmitRecord& r) { r.op = static_cast<uint32_t>(shm::v1::Op::kSubmit); }));
+  EXPECT_TRUE(differs([](SubmitRecord& r) { r.op = static_cast<uint32_t>(shm::v1::Op::kLaunch); }));
   EXPECT_TRUE(differs([](SubmitRecord& r) { r.kernel = 4; }));
   EXPECT_TRUE(differs([](SubmitRecord& r) { r.flags |= shm::v1::kHasOffsets; }));
   EXPECT_TRUE(differs([](SubmitRecord& r) { r.extents[0] = 1025; }));
