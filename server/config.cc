@@ -96,8 +96,8 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_option("--shm-stall-timeout-ms", c.daemon.shm.stall_timeout_ms,
                  "end a shared-memory channel whose client reads no completion this long");
   app.add_flag("--shm-direct", c.daemon.limits.shm_direct,
-               "let a session's own worker answer its shared-memory channel's repeated "
-               "synchronous launches without kad (experimental)");
+               "let a session's own worker serve its shared-memory channel's repeated "
+               "launches (synchronous or pipelined) without kad (experimental)");
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
                  "folder for lowered GPU code, kept across restarts; \"off\": memory only");

@@ -58,8 +58,8 @@ struct EngineLimits {
   // (device_scheduler.h; --device-queue-depth). 0: straight to the device.
   uint32_t device_queue_depth = 64;
   // The direct path (--shm-direct, server/README.md): a shared-memory
-  // channel whose client repeats one synchronous launch is lent to the
-  // session's own worker, which answers it without kad.
+  // channel whose client repeats one launch (synchronous or pipelined) is
+  // lent to the session's own worker, which serves it without kad.
   bool shm_direct = false;
 };
 
