@@ -20,10 +20,6 @@ namespace {
 constexpr absl::Duration kPostWait = absl::Seconds(1);
 constexpr int kBatch = 64;
 
-}  // namespace
-
-namespace {
-
 bool is_launch(uint32_t op) {
   return op == static_cast<uint32_t>(shm::v1::Op::kRun) ||
          op == static_cast<uint32_t>(shm::v1::Op::kSubmit);

@@ -19,6 +19,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_format.h"
@@ -190,6 +191,14 @@ struct WorkerQueueState {
       }
     }
     page->report_failure();
+  }
+  // The first failure among launches up to `seq` not yet reported, if any,
+  // which is then reported and forgotten.
+  absl::Status take_failure(uint64_t seq) {
+    absl::MutexLock lock(&mu);
+    if (failed.ok() || failed_at > seq) return absl::OkStatus();
+    page->progress().failed.store(0, std::memory_order_release);
+    return std::exchange(failed, absl::OkStatus());
   }
   // Launch `seq` has ended and its failure, if any, is noted.
   void mark_ended(uint64_t seq) {
@@ -410,13 +419,7 @@ class WorkerServer {
         if (p.completed.load(std::memory_order_acquire) >= seq) break;
         state_.page->sleep_while_unchanged(seen, absl::Milliseconds(10));
       }
-      if (!report) return absl::OkStatus();
-      absl::MutexLock lock(&state_.mu);
-      if (state_.failed.ok() || state_.failed_at > seq) return absl::OkStatus();
-      absl::Status failed = std::move(state_.failed);
-      state_.failed = absl::OkStatus();
-      p.failed.store(0, std::memory_order_release);
-      return failed;
+      return report ? state_.take_failure(seq) : absl::OkStatus();
     }
     std::byte* memory(uint64_t id, uint64_t end) override {
       auto b = worker_.buffers_.find(id);
@@ -737,15 +740,7 @@ class WorkerServer {
   absl::Status wait(const WaitRecord& w) {
     auto q = queues_.find(w.queue);
     if (q == queues_.end()) return absl::InternalError("a wait names no queue");
-    WorkerQueueState& state = *q->second;
-    absl::MutexLock lock(&state.mu);
-    if (!state.failed.ok() && state.failed_at <= w.event) {
-      absl::Status failed = std::move(state.failed);
-      state.failed = absl::OkStatus();
-      state.page->progress().failed.store(0, std::memory_order_release);
-      return failed;
-    }
-    return absl::OkStatus();
+    return q->second->take_failure(w.event);
   }
 
   absl::Status compile(Op op, std::span<const std::byte> payload) {

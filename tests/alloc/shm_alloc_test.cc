@@ -113,6 +113,14 @@ class TransportAllocations : public ::testing::Test {
     return queue_->submit(kernel_, &range_, nullptr, args);
   }
 
+  // What kLaunches pipelined launches and the wait for them allocated.
+  AllocCounts count_pipeline() {
+    AllocCounter counter;
+    for (int32_t k = 0; k < kLaunches; ++k) EXPECT_TRUE(submit(k).ok()) << k;
+    EXPECT_TRUE(queue_->wait().ok());
+    return counter.counts();
+  }
+
   // What the buffer holds after the last launch wrote `k`.
   void expect_written_by(int32_t k) {
     std::vector<int32_t> host(kElements);
@@ -137,11 +145,7 @@ TEST_F(TransportAllocations, ShmWarmLaunchAllocatesNothingInTheClientOrTheDaemon
   expect_nothing_allocated(sync, "the daemon's shared-memory channel allocated");
   expect_written_by(kLaunches - 1);
 
-  AllocCounter pipelined_counter;
-  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(submit(k).ok());
-  ASSERT_TRUE(queue_->wait().ok());
-  const AllocCounts pipelined = pipelined_counter.counts();
-  expect_nothing_allocated(pipelined, "the daemon's shared-memory channel allocated");
+  expect_nothing_allocated(count_pipeline(), "the daemon's shared-memory channel allocated");
   expect_written_by(kLaunches - 1);
 
   AllocCounter run_counter;
@@ -189,11 +193,7 @@ TEST_F(TransportAllocations, ShmLentRunsAndPipelinesAllocateNothingInTheClientOr
   expect_nothing_allocated(ran, "kad's channel thread allocated while the worker served");
   expect_written_by(kLaunches - 1);
   // Pipelined launches like them are the worker's too.
-  AllocCounter lent_pipelined_counter;
-  for (int32_t k = 0; k < kLaunches; ++k) ASSERT_TRUE(submit(k).ok());
-  ASSERT_TRUE(queue_->wait().ok());
-  const AllocCounts lent_pipelined = lent_pipelined_counter.counts();
-  expect_nothing_allocated(lent_pipelined,
+  expect_nothing_allocated(count_pipeline(),
                            "kad's channel thread allocated while the worker served a pipeline");
   expect_written_by(kLaunches - 1);
   queue_.reset();
