@@ -837,12 +837,15 @@ absl::StatusOr<Engine::ChannelLoan> Engine::lend_channel(Session& s, uint64_t qu
   absl::StatusOr<std::shared_ptr<worker::ProgressPage>> page =
       sq.owner->lend_channel(device_queue, channel_fd, loan.get());
   if (!page.ok()) return page.status();
+  channels_lent_.fetch_add(1, std::memory_order_relaxed);
+  channel_loans_.fetch_add(1, std::memory_order_relaxed);
   return ChannelLoan{*q, &device_queue, *std::move(page), launched};
 }
 
 void Engine::count_lent_launches(const ChannelLoan& loan, uint64_t n) {
   if (n == 0) return;
   launches_.fetch_add(n, std::memory_order_relaxed);
+  lent_launches_.fetch_add(n, std::memory_order_relaxed);
   device_launches_[loan.queue->device_index]->fetch_add(n, std::memory_order_relaxed);
 }
 
@@ -862,12 +865,16 @@ void Engine::end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t laun
   sq.released.fetch_add(launches);
   sq.last_event.store(last);
   note_waited(sq, last);
+  channels_lent_.fetch_sub(1, std::memory_order_relaxed);
 }
 
 EngineCounters Engine::counters() const {
   EngineCounters c;
   c.cache = cache_.stats();
   c.launches = launches_.load();
+  c.channels_lent = channels_lent_.load();
+  c.channel_loans = channel_loans_.load();
+  c.lent_launches = lent_launches_.load();
   c.sessions_opened = sessions_opened_.load();
   c.draining = draining();
   c.host_memory_bytes = host_memory_->used();

@@ -71,6 +71,9 @@ struct EngineCounters {
   uint64_t buffers = 0, modules = 0, kernels = 0, queues = 0;
   uint64_t launches = 0;
   uint64_t queue_depth = 0;  // launches submitted and not yet waited for, all queues
+  // The direct path (--shm-direct): channels lent to workers now, loans in
+  // all, and the launches the workers served on them (in `launches` too).
+  uint64_t channels_lent = 0, channel_loans = 0, lent_launches = 0;
   KernelCache::Stats cache;
   struct PerDevice {
     std::string id;
@@ -287,6 +290,8 @@ class Engine {
   absl::flat_hash_map<const Device*, std::shared_ptr<worker::WorkerHost>> device_workers_;
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> launches_{0};
+  // The direct path's (EngineCounters).
+  std::atomic<uint64_t> channels_lent_{0}, channel_loans_{0}, lent_launches_{0};
   std::atomic<uint64_t> sessions_opened_{0};
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> device_launches_;
   // One per device, whether its sessions share it in this process or run

@@ -200,6 +200,9 @@ grpc::Status KadService::GetStatus(grpc::ServerContext* context, const v1::GetSt
   r->set_cache_max_bytes(c.cache.max_bytes);
   r->set_launches(c.launches);
   r->set_queue_depth(c.queue_depth);
+  r->set_channels_lent(c.channels_lent);
+  r->set_channel_loans(c.channel_loans);
+  r->set_lent_launches(c.lent_launches);
   r->set_draining(c.draining);
   r->set_workers_running(c.workers.running);
   r->set_workers_started(c.workers.started);

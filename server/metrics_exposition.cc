@@ -70,6 +70,14 @@ std::string prometheus_text(const EngineCounters& c, const RequestCounters& requ
   gauge("kad_kernels", "Kernels got, all sessions.", c.kernels);
   gauge("kad_queues", "Queues open, all sessions.", c.queues);
   gauge("kad_queue_depth", "Launches submitted and not yet waited for, all queues.", c.queue_depth);
+  gauge("kad_channels_lent",
+        "Shared-memory channels lent to their sessions' workers now (--shm-direct).",
+        c.channels_lent);
+  counter("kad_channel_loans_total", "Shared-memory channels lent to workers (--shm-direct).",
+          c.channel_loans);
+  counter("kad_lent_launches_total",
+          "Launches workers served on lent channels (in kad_device_launches_total too).",
+          c.lent_launches);
   gauge("kad_draining", "1 while kad drains (SIGTERM), else 0.", c.draining ? 1 : 0);
   gauge("kad_host_memory_bytes", "Host memory clients make kad hold (--max-host-memory counts it).",
         c.host_memory_bytes);

@@ -115,6 +115,7 @@ int cmd_status(kad::Client& client, bool json) {
                  R"("cache_evictions":%d,"cache_max_entries":%d,)"
                  R"("cache_bytes":%d,"cache_max_bytes":%d,)"
                  R"("launches":%d,"queue_depth":%d,"draining":%s,)"
+                 R"("channels_lent":%d,"channel_loans":%d,"lent_launches":%d,)"
                  R"("workers_running":%d,"workers_started":%d,"workers_crashed":%d,)"
                  R"("workers_timed_out":%d,"workers_walls":"%s","host_memory_bytes":%d,)"
                  R"("host_memory_limit":%d,"devices":[%s],"tenants":[%s]})"
@@ -123,10 +124,10 @@ int cmd_status(kad::Client& client, bool json) {
                  s->kernels, s->queues, s->cache_entries, s->cache_hits, s->cache_compilations,
                  s->cache_failures, s->cache_remembered_failures, s->cache_evictions,
                  s->cache_max_entries, s->cache_bytes, s->cache_max_bytes, s->launches,
-                 s->queue_depth, s->draining ? "true" : "false", s->workers_running,
-                 s->workers_started, s->workers_crashed, s->workers_timed_out,
-                 json_escape(s->workers_walls), s->host_memory_bytes, s->host_memory_limit,
-                 absl::StrJoin(devices, ","), absl::StrJoin(tenants, ","));
+                 s->queue_depth, s->draining ? "true" : "false", s->channels_lent, s->channel_loans,
+                 s->lent_launches, s->workers_running, s->workers_started, s->workers_crashed,
+                 s->workers_timed_out, json_escape(s->workers_walls), s->host_memory_bytes,
+                 s->host_memory_limit, absl::StrJoin(devices, ","), absl::StrJoin(tenants, ","));
     return 0;
   }
   absl::PrintF("sessions   %llu open (this one included), %llu opened in all%s\n",
@@ -156,6 +157,14 @@ int cmd_status(kad::Client& client, bool json) {
   absl::PrintF("launches   %llu, %llu not yet waited for%s\n",
                static_cast<unsigned long long>(s->launches),
                static_cast<unsigned long long>(s->queue_depth), s->draining ? " (draining)" : "");
+  if (s->channel_loans != 0) {
+    absl::PrintF(
+        "direct     %llu shared-memory channels lent to workers now, %llu loans, %llu launches "
+        "served by workers on them\n",
+        static_cast<unsigned long long>(s->channels_lent),
+        static_cast<unsigned long long>(s->channel_loans),
+        static_cast<unsigned long long>(s->lent_launches));
+  }
   absl::PrintF(
       "workers    %llu running, %llu started, %llu ended by a kernel's crash, %llu stopped at a "
       "deadline\n",

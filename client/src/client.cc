@@ -448,6 +448,9 @@ absl::StatusOr<client::ServiceStatus> Client::status() {
   out.cache_max_bytes = r.cache_max_bytes();
   out.launches = r.launches();
   out.queue_depth = r.queue_depth();
+  out.channels_lent = r.channels_lent();
+  out.channel_loans = r.channel_loans();
+  out.lent_launches = r.lent_launches();
   out.draining = r.draining();
   out.workers_running = r.workers_running();
   out.workers_started = r.workers_started();

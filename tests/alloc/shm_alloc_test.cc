@@ -16,11 +16,16 @@
 #include <grpcpp/grpcpp.h>
 
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <memory>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "core/driver_scope.h"
 #include "gtest/gtest.h"
 #include "kad/client.h"
@@ -158,8 +163,7 @@ TEST_F(TransportAllocations, ShmWarmLaunchAllocatesNothingInTheClientOrTheDaemon
 // The direct path (--shm-direct): once the client's repeated launches
 // have its channel lent to its session's worker, kad's channel thread only
 // looks at the loan now and then, and neither it nor the client allocates
-// for a launch. (The worker's own count is by construction: fixed records,
-// no allocation on its serving path; not counted here.)
+// for a launch. (The worker's own count: ShmLentLaunchesAllocateNothingInTheWorker.)
 TEST_F(TransportAllocations, ShmLentRunsAndPipelinesAllocateNothingInTheClientOrTheDaemonChannel) {
   testing::InProcessDaemon direct(
       "direct-alloc", /*workers=*/true, server::EngineLimits{}.device_queue_depth,
@@ -196,6 +200,76 @@ TEST_F(TransportAllocations, ShmLentRunsAndPipelinesAllocateNothingInTheClientOr
   expect_nothing_allocated(count_pipeline(),
                            "kad's channel thread allocated while the worker served a pipeline");
   expect_written_by(kLaunches - 1);
+  queue_.reset();
+  client_.reset();
+}
+
+// The worker's side of the direct path: once the session's worker has
+// served 100 lent runs and 100 lent pipelined launches, 400 more of each
+// leave its count (tests/support/counting_worker.cc: its serving thread and
+// its queues' executors, reported every 10 ms) where it was.
+TEST_F(TransportAllocations, ShmLentLaunchesAllocateNothingInTheWorker) {
+  const std::string report = absl::StrCat(::testing::TempDir(), "kad-lent-allocs-", getpid());
+  setenv("KAD_WORKER_ALLOC_REPORT", report.c_str(), 1);
+  // Once the daemon below has gone, and its workers with it.
+  struct RemoveReports {
+    const std::string& prefix;
+    ~RemoveReports() {
+      for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir()))
+        if (absl::StartsWith(e.path().string(), prefix)) std::filesystem::remove(e.path());
+    }
+  } remove_reports{report};
+  testing::InProcessDaemon direct(
+      "direct-worker-alloc", /*workers=*/true, server::EngineLimits{}.device_queue_depth,
+      server::SubmitStreams::kThreads, server::worker::kDefaultPoclWorkerDriver,
+      KAD_COUNTING_WORKER_PATH, /*shm_direct=*/true);
+  ASSERT_TRUE(direct.serving());
+  connect("shm", &direct);
+  auto lent_launches = [&] {
+    absl::StatusOr<client::ServiceStatus> s = client_->status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? s->lent_launches : 0;
+  };
+  const uint64_t lent_before = lent_launches();
+  auto lent_runs_and_pipeline = [&](int n) {
+    for (int32_t k = 0; k < n; ++k) ASSERT_TRUE(run(k).ok()) << k;
+    for (int32_t k = 0; k < n; ++k) ASSERT_TRUE(submit(k).ok()) << k;
+    ASSERT_TRUE(queue_->wait().ok());
+    expect_written_by(n - 1);
+  };
+  lent_runs_and_pipeline(100);  // lent after the fourth run
+  // The session's worker: the one that maps the lent channel.
+  pid_t worker = 0;
+  for (const auto& e : std::filesystem::directory_iterator("/proc")) {
+    std::error_code error;
+    if (std::filesystem::read_symlink(e.path() / "exe", error) != KAD_COUNTING_WORKER_PATH)
+      continue;
+    std::ifstream maps(e.path() / "maps");
+    const std::string text((std::istreambuf_iterator<char>(maps)), {});
+    if (text.find("kad-shm-channel") != std::string::npos)
+      worker = std::stoi(e.path().filename().string());
+  }
+  ASSERT_GT(worker, 0) << "no worker maps the channel: it was not lent";
+  // Its count once it stopped changing (what kad sends it meanwhile, as
+  // kernels to preload, is not the launches').
+  auto worker_allocs = [&] {
+    uint64_t last = ~uint64_t{0};
+    for (int i = 0; i < 100; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      uint64_t now = 0;
+      std::ifstream(absl::StrCat(report, ".", worker)) >> now;
+      if (now == last) return now;
+      last = now;
+    }
+    ADD_FAILURE() << "worker " << worker << "'s count never settled";
+    return last;
+  };
+  const uint64_t after_100 = worker_allocs();
+  EXPECT_GT(after_100, 0u) << "the worker's count sees its set-up";
+  lent_runs_and_pipeline(400);
+  EXPECT_EQ(worker_allocs(), after_100) << "800 more lent launches allocated in the worker";
+  // Every run after the fourth, and every pipelined launch: the worker's.
+  EXPECT_EQ(lent_launches() - lent_before, 1000u - 4);
   queue_.reset();
   client_.reset();
 }

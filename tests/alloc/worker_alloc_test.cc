@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "core/launch.h"
 #include "gtest/gtest.h"
@@ -52,6 +54,11 @@ class WorkerAllocations : public ::testing::Test {
   void SetUp() override {
     report_ = absl::StrCat(::testing::TempDir(), "kad-worker-allocs-", getpid());
     setenv("KAD_WORKER_ALLOC_REPORT", report_.c_str(), 1);
+  }
+  void TearDown() override {
+    pool_.reset();  // the spares end, and write their last reports
+    for (const auto& e : std::filesystem::directory_iterator(::testing::TempDir()))
+      if (absl::StartsWith(e.path().string(), report_)) std::filesystem::remove(e.path());
   }
   void start_workers(const std::string& pocl_driver) {
     server::worker::WorkerOptions options{.command = {KAD_COUNTING_WORKER_PATH, {}}, .spares = 0};

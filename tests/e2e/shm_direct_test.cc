@@ -128,6 +128,11 @@ TEST_F(ShmDirect, RepeatedRunsAreAnsweredByTheWorkerWithKadsEventsAndResults) {
   auto after = client_->status();
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->launches - before->launches, 20u);
+  // One loan, lent now, and every run after the fourth (which kad answered
+  // before it lent the channel) the worker's.
+  EXPECT_EQ(after->channels_lent - before->channels_lent, 1u);
+  EXPECT_EQ(after->channel_loans - before->channel_loans, 1u);
+  EXPECT_EQ(after->lent_launches - before->lent_launches, 16u);
   // After the hand-back, a wait and kad's own launches go on from there.
   EXPECT_TRUE(queue_->wait().ok());
   const client::Arg args[] = {client::Arg::buffer(buffer_), client::Arg::scalar<int32_t>(1)};
@@ -136,6 +141,11 @@ TEST_F(ShmDirect, RepeatedRunsAreAnsweredByTheWorkerWithKadsEventsAndResults) {
   EXPECT_EQ(submitted->event, events.back() + 1);
   EXPECT_TRUE(queue_->wait().ok());
   EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 211));
+  auto back = client_->status();
+  ASSERT_TRUE(back.ok()) << back.status();
+  EXPECT_EQ(back->channels_lent, before->channels_lent) << "the channel came back";
+  EXPECT_EQ(back->lent_launches, after->lent_launches);
+  EXPECT_EQ(back->launches - after->launches, 1u);
 }
 
 TEST_F(ShmDirect, CopiesAndWaitsBetweenRunsAreTheWorkersToo) {

@@ -185,6 +185,10 @@ struct ServiceStatus {
   uint64_t cache_failures = 0, cache_remembered_failures = 0;
   uint64_t launches = 0;
   uint64_t queue_depth = 0;  // launches submitted and not yet waited for
+  // The direct path (kad --shm-direct): shared-memory channels lent to
+  // their sessions' workers now, loans in all, and the launches the workers
+  // served on them (counted in `launches` too).
+  uint64_t channels_lent = 0, channel_loans = 0, lent_launches = 0;
   bool draining = false;
   struct Device {
     std::string id;
