@@ -55,7 +55,10 @@ class ChannelRings {
   // The same without waiting: how many records are there now.
   absl::StatusOr<uint32_t> records_waiting() const;
   // Copies the next record into `out` (the client may still write its slot)
-  // and frees the slot. Only after wait_for_records counted it.
+  // and frees the slot. Only after wait_for_records counted it. Only the
+  // bytes a record uses are copied: its fields, and the first `nargs`
+  // arguments (at most kMaxArgs, as `out->nargs` says, which may then be
+  // more); `out`'s arguments past those keep what they held.
   void take(shm::v1::SubmitRecord* out) {
     peek(out);
     consume();
@@ -66,7 +69,8 @@ class ChannelRings {
   void peek(shm::v1::SubmitRecord* out) const;
   void consume();
 
-  // Posts `done`, waiting for room while the ring is full: spinning first
+  // Posts `done` (its fields and the `message_length` bytes of its message
+  // that are its own), waiting for room while the ring is full: spinning first
   // when `spin`, and asking `give_up()` every 50 ms. OK once posted;
   // CANCELLED when `give_up()` said so; otherwise the channel must end, for
   // the reason in the error: the client's head out of range, or a full ring

@@ -9,7 +9,9 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <cstddef>
 #include <cstring>
 #include <optional>
 
@@ -342,7 +344,11 @@ class ShmTransport final : public Queue::Transport {
           absl::StrFormat("kad's completion ring says %d answers are ready of %d slots",
                           tail - head_, kCompletionSlots));
     }
-    std::memcpy(&done_, &completion_slots_[head_ % kCompletionSlots], sizeof(done_));
+    // The record's fields, then only the message bytes it says are its own
+    // (most answers have none): its other cache lines stay kad's.
+    const CompletionRecord& slot = completion_slots_[head_ % kCompletionSlots];
+    std::memcpy(&done_, &slot, offsetof(CompletionRecord, message));
+    std::memcpy(done_.message, slot.message, std::min<size_t>(done_.message_length, kMaxMessage));
     ++head_;
     // Answers come in submission order, each once, none past the awaited
     // record's (a submitted launch's success leaves a gap).

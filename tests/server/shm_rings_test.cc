@@ -84,6 +84,33 @@ TEST_F(ShmRings, ARecordTakenIsAPrivateCopy) {
   EXPECT_EQ(r.tag, 7u);
 }
 
+// Only what a record uses is copied: its fields and its `nargs` arguments.
+// A hostile count copies every argument slot there is, and stays what the
+// client wrote, for the decoder to refuse.
+TEST_F(ShmRings, APeekCopiesTheArgumentsTheRecordCountsAndItsOtherFields) {
+  ChannelRings rings(memory());
+  for (uint32_t nargs : {2u, 1000u}) {
+    submit(nargs);
+    SubmitRecord& slot = submit_slots()[nargs == 2 ? 0 : 1];
+    slot.nargs = nargs;
+    for (uint32_t i = 0; i < kMaxArgs; ++i) slot.args[i].value = 100 + i;
+    slot.event = 7;
+    slot.arena_offset = 4096;
+    SubmitRecord r{};
+    r.args[2].value = 55;
+    r.args[kMaxArgs - 1].value = 66;
+    rings.take(&r);
+    EXPECT_EQ(r.tag, nargs);
+    EXPECT_EQ(r.nargs, nargs);
+    EXPECT_EQ(r.args[0].value, 100u);
+    EXPECT_EQ(r.args[1].value, 101u);
+    EXPECT_EQ(r.args[2].value, nargs == 2 ? 55u : 102u);
+    EXPECT_EQ(r.args[kMaxArgs - 1].value, nargs == 2 ? 66u : 100u + kMaxArgs - 1);
+    EXPECT_EQ(r.event, 7u);
+    EXPECT_EQ(r.arena_offset, 4096u);
+  }
+}
+
 TEST_F(ShmRings, NoRecordWithinTheWaitIsNone) {
   ChannelRings rings(memory());
   absl::StatusOr<uint32_t> waiting = rings.wait_for_records(1'000'000, /*spin=*/false);
@@ -109,6 +136,26 @@ TEST_F(ShmRings, CompletionsGoToTheClientInOrder) {
   EXPECT_EQ(header().completion.tail.load(), 3u);
   for (uint32_t i = 0; i < 3; ++i) EXPECT_EQ(completion_slots()[i].tag, i + 1);
   EXPECT_EQ(rings.positions().completion_tail, 3u);
+}
+
+// An answer writes its fields and its own message bytes: the length tells
+// the client where they end, whatever an earlier answer left in the slot.
+TEST_F(ShmRings, AnAnswerWritesItsFieldsAndItsMessageOnly) {
+  ChannelRings rings(memory());
+  CompletionBuilder b;
+  b.start(1);
+  b.finish(absl::NotFoundError("buffer 9 is not in this session"));
+  ASSERT_TRUE(rings.post(b.record(), absl::Seconds(1), false, never).ok());
+  EXPECT_EQ(std::string(completion_slots()[0].message, completion_slots()[0].message_length),
+            "buffer 9 is not in this session");
+  completion_slots()[1].message[0] = 'x';
+  b.start(2);
+  b.finish(absl::OkStatus());
+  ASSERT_TRUE(rings.post(b.record(), absl::Seconds(1), false, never).ok());
+  EXPECT_EQ(completion_slots()[1].tag, 2u);
+  EXPECT_EQ(completion_slots()[1].code, 0);
+  EXPECT_EQ(completion_slots()[1].message_length, 0u);
+  EXPECT_EQ(completion_slots()[1].message[0], 'x');  // not the answer's: no byte of it is read
 }
 
 TEST_F(ShmRings, AFullRingUnreadPastTheStallTimeoutEndsTheChannel) {
