@@ -33,10 +33,11 @@ DeviceRegistry discover_devices(const DiscoveryConfig& config) {
   const struct {
     const char* name;
     std::function<BackendDiscovery()> discover;
-  } kBackends[] = {{"opencl", [] { return opencl::discover(); }},
-                   {"cuda", [&] { return cuda::discover(cuda_options); }},
-                   {"hsa", [] { return hsa::discover(); }},
-                   {"level_zero", [] { return level_zero::discover(); }}};
+  } kBackends[] = {
+      {"opencl", [&] { return opencl::discover({.timed_queues = config.timed_queues}); }},
+      {"cuda", [&] { return cuda::discover(cuda_options); }},
+      {"hsa", [] { return hsa::discover(); }},
+      {"level_zero", [] { return level_zero::discover(); }}};
   for (const auto& backend : kBackends) {
     if (!config.only_backend.empty() && config.only_backend != backend.name) continue;
     BackendDiscovery found = backend.discover();

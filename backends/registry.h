@@ -30,6 +30,11 @@ struct DiscoveryConfig {
   // --null-device, or KAD_NULL_DEVICE=1 in the environment, which the bench's
   // --device null:0 sets).
   bool null_device = false;
+  // Queues time their launches on the device (Queue::device_times, what
+  // kad's fair-share scheduler charges a tenant). A worker's queues, whose
+  // times nobody asks, go without: PoCL reads the clock three times per
+  // launch of a timed queue.
+  bool timed_queues = true;
 };
 
 DeviceRegistry discover_devices(const DiscoveryConfig& config = {});

@@ -43,6 +43,12 @@ absl::Status check_transfer(const Queue& queue, const Buffer& buffer, uint64_t o
   return check_buffer_range(buffer, offset, size);
 }
 
+absl::Status Queue::run_kernel(CompiledKernel& kernel, const LaunchGeometry& geometry,
+                               const LaunchContext& context, std::span<const KernelArg> args) {
+  absl::StatusOr<EventId> event = enqueue_kernel(kernel, geometry, context, args);
+  return event.ok() ? wait(*event) : event.status();
+}
+
 absl::Status Queue::write_buffer_pieces(Buffer& buffer, uint64_t offset,
                                         std::span<const std::span<const std::byte>> pieces) {
   if (pieces.size() == 1) return write_buffer(buffer, offset, pieces.front());

@@ -150,6 +150,12 @@ class Queue {
                                            std::span<const std::span<const std::byte>> pieces);
   // Waits for `event` (and all before it); reports a failed command.
   virtual absl::Status wait(EventId event) = 0;
+  // enqueue_kernel, then wait for that launch, for a caller that keeps no
+  // event (a worker running a launch on its own thread): the launch's
+  // refusal or failure, else OK. The default calls both; a driver may do it
+  // in fewer calls. Must not allocate in kad's code.
+  virtual absl::Status run_kernel(CompiledKernel& kernel, const LaunchGeometry& geometry,
+                                  const LaunchContext& context, std::span<const KernelArg> args);
   virtual absl::Status finish() = 0;
   // When launch `event`, which ended, started and ended on the device, as
   // the driver timed it; nothing where it does not (or no longer holds the

@@ -117,7 +117,10 @@ int serve_as_worker(Config config) {
   }
   kad::DeviceRegistry registry =
       kad::discover_devices({.cuda_prefer_blocks = config.cuda_prefer_blocks,
-                             .only_backend = device_id.substr(0, device_id.find(':'))});
+                             .only_backend = device_id.substr(0, device_id.find(':')),
+                             .null_device = false,
+                             // Nobody asks a worker's queues for device times.
+                             .timed_queues = false});
   kad::Device* device = registry.find(device_id);
   const absl::Status why =
       device != nullptr ? absl::OkStatus()

@@ -15,7 +15,7 @@ namespace {
 
 // Adds every device of `platform`; ids are "opencl:<platform>:<index>".
 void add_platform(std::shared_ptr<const OpenClApi> api, cl_platform_id platform,
-                  const std::string& short_name, Discovery* out) {
+                  const std::string& short_name, bool timed_queues, Discovery* out) {
   const std::string name = query_string(api->clGetPlatformInfo, platform, CL_PLATFORM_NAME);
   cl_uint count = 0;
   cl_int err = api->clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, 0, nullptr, &count);
@@ -27,8 +27,8 @@ void add_platform(std::shared_ptr<const OpenClApi> api, cl_platform_id platform,
   std::vector<cl_device_id> ids(count);
   api->clGetDeviceIDs(platform, CL_DEVICE_TYPE_ALL, count, ids.data(), nullptr);
   for (cl_uint i = 0; i < count; ++i) {
-    absl::StatusOr<std::unique_ptr<OpenClDevice>> dev =
-        OpenClDevice::create(api, platform, ids[i], absl::StrCat("opencl:", short_name, ":", i));
+    absl::StatusOr<std::unique_ptr<OpenClDevice>> dev = OpenClDevice::create(
+        api, platform, ids[i], absl::StrCat("opencl:", short_name, ":", i), timed_queues);
     if (!dev.ok()) {
       out->log.push_back(absl::StrCat("opencl: platform \"", name, "\" device ", i,
                                       " unusable: ", dev.status().message()));
@@ -80,7 +80,7 @@ Discovery discover(const DiscoveryOptions& options) {
       for (cl_platform_id p : platforms) {
         const std::string name = query_string(api->clGetPlatformInfo, p, CL_PLATFORM_NAME);
         have_pocl |= name == kPoclPlatformName;
-        add_platform(api, p, short_platform_name(name, &seen), &out);
+        add_platform(api, p, short_platform_name(name, &seen), options.timed_queues, &out);
       }
     }
   }
@@ -92,7 +92,8 @@ Discovery discover(const DiscoveryOptions& options) {
     return out;
   }
   auto api = std::make_shared<const OpenClApi>(std::move(pocl->api));
-  add_platform(api, pocl->platform, short_platform_name(kPoclPlatformName, &seen), &out);
+  add_platform(api, pocl->platform, short_platform_name(kPoclPlatformName, &seen),
+               options.timed_queues, &out);
   return out;
 }
 

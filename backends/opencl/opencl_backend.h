@@ -18,6 +18,7 @@ using Discovery = BackendDiscovery;
 struct DiscoveryOptions {
   const char* icd_loader = "libOpenCL.so.1";
   const char* embedded_pocl = "libpocl.so.2";  // null: no embedded default
+  bool timed_queues = true;  // queues with profiling (DiscoveryConfig::timed_queues)
 };
 
 Discovery discover(const DiscoveryOptions& options = {});

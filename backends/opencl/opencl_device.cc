@@ -77,8 +77,9 @@ absl::Status query_limits(const OpenClApi& api, cl_device_id dev, bool pocl, Dev
 
 absl::StatusOr<std::unique_ptr<OpenClDevice>> OpenClDevice::create(
     std::shared_ptr<const OpenClApi> api, cl_platform_id platform, cl_device_id device,
-    std::string id) {
+    std::string id, bool timed_queues) {
   std::unique_ptr<OpenClDevice> dev(new OpenClDevice(api, device));
+  dev->timed_queues_ = timed_queues;
   DeviceInfo& info = dev->info_;
   info.backend = "opencl";
   info.id = std::move(id);

@@ -14,10 +14,12 @@ namespace kad::opencl {
 
 class OpenClDevice final : public Device {
  public:
-  // Queries the device's limits once and creates its context.
+  // Queries the device's limits once and creates its context. `timed_queues`:
+  // its queues are made with profiling, for device_times.
   static absl::StatusOr<std::unique_ptr<OpenClDevice>> create(std::shared_ptr<const OpenClApi> api,
                                                               cl_platform_id platform,
-                                                              cl_device_id device, std::string id);
+                                                              cl_device_id device, std::string id,
+                                                              bool timed_queues = true);
   ~OpenClDevice() override;
 
   const DeviceInfo& info() const override { return info_; }
@@ -35,6 +37,7 @@ class OpenClDevice final : public Device {
   cl_device_id device_id() const { return device_; }
   // Takes SPIR 1.2 bitcode (cl_khr_spir): IR modules run here.
   bool consumes_spir() const { return spir_; }
+  bool timed_queues() const { return timed_queues_; }
 
  private:
   OpenClDevice(std::shared_ptr<const OpenClApi> api, cl_device_id device)
@@ -52,6 +55,7 @@ class OpenClDevice final : public Device {
   absl::Mutex zero_mu_;
   cl_command_queue zero_queue_ ABSL_GUARDED_BY(zero_mu_) = nullptr;  // made on first use
   bool spir_ = false;
+  bool timed_queues_ = true;
 
   // The SPIR the driver builds for `request`, lowered by kad's toolchain
   // through the code cache; none when the driver compiles the source itself

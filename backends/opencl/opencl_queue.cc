@@ -10,8 +10,9 @@ namespace kad::opencl {
 
 absl::StatusOr<std::unique_ptr<OpenClQueue>> OpenClQueue::create(OpenClDevice& device) {
   cl_int err = CL_SUCCESS;
-  cl_command_queue q = device.api().clCreateCommandQueue(device.context(), device.device_id(),
-                                                         CL_QUEUE_PROFILING_ENABLE, &err);
+  cl_command_queue q = device.api().clCreateCommandQueue(
+      device.context(), device.device_id(),
+      device.timed_queues() ? CL_QUEUE_PROFILING_ENABLE : cl_command_queue_properties{0}, &err);
   if (absl::Status s = cl_status(err, "clCreateCommandQueue", device.info().id); !s.ok()) return s;
   return std::unique_ptr<OpenClQueue>(new OpenClQueue(device, q));
 }
@@ -38,6 +39,35 @@ absl::StatusOr<EventId> OpenClQueue::enqueue_kernel(CompiledKernel& compiled,
                                                     const LaunchGeometry& geometry,
                                                     const LaunchContext& context,
                                                     std::span<const KernelArg> args) {
+  absl::MutexLock lock(&mu_);
+  cl_event event = nullptr;
+  if (absl::Status s = enqueue(compiled, geometry, context, args, &event); !s.ok()) return s;
+  DriverScope driver;
+  device_.api().clFlush(queue_);  // start now: the caller may wait much later
+  return record(event);
+}
+
+absl::Status OpenClQueue::run_kernel(CompiledKernel& compiled, const LaunchGeometry& geometry,
+                                     const LaunchContext& context,
+                                     std::span<const KernelArg> args) {
+  cl_event event = nullptr;
+  {
+    absl::MutexLock lock(&mu_);
+    if (absl::Status s = enqueue(compiled, geometry, context, args, &event); !s.ok()) return s;
+  }
+  const OpenClApi& api = device_.api();
+  DriverScope driver;
+  const cl_int err = api.clWaitForEvents(1, &event);
+  cl_int status = CL_COMPLETE;
+  api.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
+  api.clReleaseEvent(event);
+  if (status < 0) return cl_status(status, "kernel execution");
+  return cl_status(err, "clWaitForEvents");
+}
+
+absl::Status OpenClQueue::enqueue(CompiledKernel& compiled, const LaunchGeometry& geometry,
+                                  const LaunchContext& context, std::span<const KernelArg> args,
+                                  cl_event* event) {
   // Core validated the arguments against this device: buffers are ours.
   auto& kernel = static_cast<OpenClKernel&>(compiled);
   const OpenClApi& api = device_.api();
@@ -48,7 +78,6 @@ absl::StatusOr<EventId> OpenClQueue::enqueue_kernel(CompiledKernel& compiled,
   }
   absl::StatusOr<OpenClKernel::Lease> lease = kernel.lease();
   if (!lease.ok()) return lease.status();
-  absl::MutexLock lock(&mu_);
   DriverScope driver;
   cl_kernel k = lease->get();
   cl_int err = api.clSetKernelArg(k, 0, sizeof(LaunchContext), &context);
@@ -70,16 +99,14 @@ absl::StatusOr<EventId> OpenClQueue::enqueue_kernel(CompiledKernel& compiled,
     }
   }
   if (err != CL_SUCCESS) return cl_status(err, "clSetKernelArg", kernel.name());
-  cl_event event = nullptr;
-  err = api.clEnqueueNDRangeKernel(queue_, k, 3, nullptr, global, local, 0, nullptr, &event);
+  err = api.clEnqueueNDRangeKernel(queue_, k, 3, nullptr, global, local, 0, nullptr, event);
   if (err != CL_SUCCESS) {
     return cl_status(
         err, "clEnqueueNDRangeKernel",
         absl::StrFormat("kernel `%s`, global (%d, %d, %d), local (%d, %d, %d)", kernel.name(),
                         global[0], global[1], global[2], local[0], local[1], local[2]));
   }
-  api.clFlush(queue_);  // start now: the caller may wait much later
-  return record(event);
+  return absl::OkStatus();
 }
 
 absl::Status OpenClQueue::write_buffer(Buffer& buffer, uint64_t offset,

@@ -1,8 +1,8 @@
 // An in-order OpenCL command queue. Launch events live in a fixed ring
 // indexed by event id, so recording one allocates nothing in kad's code.
-// Queues are made with profiling on: the fair-share scheduler charges each
-// launch its time on the device, from the event's timestamps (the device's
-// clock, shared by its queues).
+// Queues are made with profiling on (unless the device says otherwise: a
+// worker's): the fair-share scheduler charges each launch its time on the
+// device, from the event's timestamps (the device's clock, shared by its queues).
 #pragma once
 
 #include <array>
@@ -28,6 +28,10 @@ class OpenClQueue final : public Queue {
   absl::Status read_buffer(const Buffer& buffer, uint64_t offset,
                            std::span<std::byte> data) override;
   absl::Status wait(EventId event) override;
+  // The launch's own event, waited for and released: none kept in the
+  // ring, no flush, no second lock (PoCL takes a lock per call).
+  absl::Status run_kernel(CompiledKernel& kernel, const LaunchGeometry& geometry,
+                          const LaunchContext& context, std::span<const KernelArg> args) override;
   absl::Status finish() override;
   std::optional<DeviceTimes> device_times(EventId event) override;
   bool ended(EventId event) override;
@@ -40,6 +44,10 @@ class OpenClQueue final : public Queue {
 
   OpenClQueue(OpenClDevice& device, cl_command_queue queue) : device_(device), queue_(queue) {}
   EventId record(cl_event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Sets the arguments and enqueues the launch, its event in `*event`.
+  absl::Status enqueue(CompiledKernel& compiled, const LaunchGeometry& geometry,
+                       const LaunchContext& context, std::span<const KernelArg> args,
+                       cl_event* event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   OpenClDevice& device_;
   cl_command_queue queue_;

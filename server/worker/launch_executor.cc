@@ -95,12 +95,10 @@ CompiledKernel* LaunchExecutor::go_wide(PreparedLaunch& launch) {
 
 void LaunchExecutor::enqueue_and_wait(Queue& queue, CompiledKernel& kernel, PreparedLaunch& launch,
                                       absl::Status* status) {
-  absl::StatusOr<EventId> event =
-      queue.enqueue_kernel(kernel, launch.geometry, launch.context,
-                           std::span<const KernelArg>(launch.args.data(), launch.nargs));
-  // On a driver that ran the kernel in its enqueue the event has ended;
+  // On a driver that ran the kernel in its enqueue the launch has ended;
   // on another this waits for it (launches of one queue run in order).
-  *status = event.ok() ? queue.wait(*event) : event.status();
+  *status = queue.run_kernel(kernel, launch.geometry, launch.context,
+                             std::span<const KernelArg>(launch.args.data(), launch.nargs));
 }
 
 }  // namespace kad::server::worker

@@ -2,7 +2,9 @@
 // timestamps, from which the fair-share scheduler charges each launch (DESIGN §8).
 #include <chrono>
 #include <optional>
+#include <vector>
 
+#include "backends/registry.h"
 #include "gtest/gtest.h"
 #include "tests/support/pocl.h"
 
@@ -75,6 +77,40 @@ TEST_F(DeviceTime, AnEventNeverIssuedOrNoLongerHeldReportsNothing) {
   ASSERT_TRUE(queue().finish().ok());
   EXPECT_FALSE(queue().device_times(first).has_value()) << "released";
   EXPECT_TRUE(queue().device_times(last).has_value());
+}
+
+// A worker's devices (discovered with timed_queues off): its queues run
+// launches as any, and take no timestamps, which nobody asks of them.
+class UntimedQueues : public testing::DeviceTest {
+ protected:
+  void SetUp() override {
+    // Kept for the process: the queue the fixture opens must go first.
+    static DeviceRegistry* const registry = [] {
+      DiscoveryConfig config;
+      config.only_backend = "opencl";
+      config.timed_queues = false;
+      return new DeviceRegistry(discover_devices(config));
+    }();
+    Device* device = registry->find(testing::pocl_device().info().id);
+    ASSERT_NE(device, nullptr) << testing::pocl_device().info().id;
+    use_device(*device);
+  }
+};
+
+TEST_F(UntimedQueues, LaunchesRunAndReportNoDeviceTimes) {
+  auto out = make_buffer<int32_t>(1024, 0);
+  KernelArg args[] = {KernelArg::of_buffer(*out), KernelArg::of_scalar(int32_t{7})};
+  auto kernel = make_kernel(kFill, {"fill",
+                                    std::nullopt,
+                                    std::nullopt,
+                                    {ArgSpec::buffer(), ArgSpec::scalar_of(ScalarType::kI32)},
+                                    ""});
+  const NdRange range(Dims{1024});
+  absl::StatusOr<LaunchResult> r = run(*kernel, &range, nullptr, args);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(queue().wait(r->event).ok());
+  EXPECT_EQ(download<int32_t>(*out), std::vector<int32_t>(1024, 7));
+  EXPECT_FALSE(queue().device_times(r->event).has_value()) << "a queue without profiling";
 }
 
 }  // namespace

@@ -59,7 +59,9 @@ int main(int argc, char** argv) {
     setenv("TMPDIR", worker_dir.c_str(), 1);
     kad::keep_driver_caches_in(worker_dir + "/driver-cache", /*specialize=*/false);
   }
-  kad::DeviceRegistry registry = kad::discover_devices({});
+  kad::DiscoveryConfig discovery;
+  discovery.timed_queues = false;  // as kad's workers
+  kad::DeviceRegistry registry = kad::discover_devices(discovery);
   kad::Device* device = registry.find(device_id);
   const absl::Status why = device != nullptr ? absl::OkStatus() : absl::NotFoundError(device_id);
   // The serving thread counts as the executors do (t_kad_service_thread):
