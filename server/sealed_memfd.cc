@@ -35,7 +35,9 @@ absl::StatusOr<int> create_sealed_memfd(const char* name, uint64_t bytes) {
 absl::StatusOr<SharedMapping> SharedMapping::create(const char* name, uint64_t bytes) {
   absl::StatusOr<int> fd = create_sealed_memfd(name, bytes);
   if (!fd.ok()) return fd.status();
-  return map(*fd, bytes, name);
+  absl::StatusOr<SharedMapping> m = map(*fd, bytes, name);
+  if (m.ok()) m->made_ = true;
+  return m;
 }
 
 absl::StatusOr<SharedMapping> SharedMapping::map(int fd, uint64_t bytes, const char* what) {
@@ -56,7 +58,7 @@ void release_memfd_memory(int fd, uint64_t bytes) {
 }
 
 SharedMapping::~SharedMapping() {
-  release_memfd_memory(fd_, bytes_);
+  if (made_) release_memfd_memory(fd_, bytes_);
   if (data_ != nullptr) munmap(data_, bytes_);
   if (fd_ >= 0) close(fd_);
 }

@@ -24,20 +24,26 @@ absl::StatusOr<int> create_sealed_memfd(const char* name, uint64_t bytes);
 // count of them (--max-host-memory) rather than stay as long as the mapping.
 void release_memfd_memory(int fd, uint64_t bytes);
 
-// A memfd mapped shared and read-write, owning both: the memory kad shares
-// with a worker (launch rings, queue progress pages). Unmapped and closed
-// when it goes.
+// A memfd mapped shared and read-write, owning the mapping and the fd: the
+// memory kad shares with a worker (launch rings, queue progress pages, lent
+// channels). Unmapped and closed when it goes; the memory itself is freed
+// then (release_memfd_memory) only where this mapping made it.
 class SharedMapping {
  public:
-  // A new sealed memfd of `bytes` zero bytes (create_sealed_memfd), mapped.
+  // A new sealed memfd of `bytes` zero bytes (create_sealed_memfd), mapped;
+  // its memory is freed with this mapping.
   static absl::StatusOr<SharedMapping> create(const char* name, uint64_t bytes);
   // Maps `bytes` of `fd`, which it owns from now on (closed if the map
-  // fails); `what` names it in the error.
+  // fails); `what` names it in the error. The memory is its maker's: it
+  // stays as it is, for the other mappings, when this one goes. (A worker's
+  // second loan of a channel replaced its first mapping, which punched a
+  // hole in the client's rings and ended the channel.)
   static absl::StatusOr<SharedMapping> map(int fd, uint64_t bytes, const char* what);
   SharedMapping(SharedMapping&& other) noexcept
       : fd_(std::exchange(other.fd_, -1)),
         data_(std::exchange(other.data_, nullptr)),
-        bytes_(other.bytes_) {}
+        bytes_(other.bytes_),
+        made_(other.made_) {}
   SharedMapping& operator=(SharedMapping&&) = delete;
   SharedMapping(const SharedMapping&) = delete;
   ~SharedMapping();
@@ -50,6 +56,7 @@ class SharedMapping {
   int fd_;
   void* data_;
   uint64_t bytes_;
+  bool made_ = false;  // by create(): the memory goes with it
 };
 
 }  // namespace kad::server

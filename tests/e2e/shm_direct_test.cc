@@ -93,7 +93,8 @@ class ShmDirect : public DaemonSuite {
 
   std::vector<int32_t> contents() {
     std::vector<int32_t> out(kItems, -7);
-    EXPECT_TRUE(queue_->read(buffer_, 0, bytes_of(out)).ok());
+    const absl::Status read = queue_->read(buffer_, 0, bytes_of(out));
+    EXPECT_TRUE(read.ok()) << read;
     return out;
   }
 
@@ -304,6 +305,22 @@ TEST_F(ShmDirect, ClosingTheSessionWhileLentEndsItsChannelAndCountsNothingLeft) 
   }
   EXPECT_EQ(s->sessions, 1u);
   EXPECT_EQ(s->queue_depth, 0u);
+}
+
+TEST_F(ShmDirect, AChannelGivenBackIsLentAgainAndServedAsBefore) {
+  auto before = client_->status();
+  ASSERT_TRUE(before.ok()) << before.status();
+  run_each(1, 8);
+  // A launch the worker does not answer: the channel comes back to kad.
+  const client::Arg args[] = {client::Arg::buffer(buffer_), client::Arg::scalar<int32_t>(100)};
+  ASSERT_TRUE(queue_->launch(kernel_, client::Dims{kItems}, nullptr, args).ok());
+  ASSERT_TRUE(queue_->wait().ok());
+  run_each(1, 8);
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 172));
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto after = client_->status();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->channel_loans - before->channel_loans, 2u);
 }
 
 }  // namespace
