@@ -35,6 +35,7 @@ DeviceScheduler::DeviceScheduler(uint32_t depth, OneTenantsQueues queues, uint64
   // Reserved now, so that a launch that must wait allocates nothing.
   absl::MutexLock lock(&mu_);
   waiters_.reserve(64);
+  lent_.reserve(64);
   classes_.reserve(8);
   recent_ends_.reserve(kRecentEnds + 1);
 }
@@ -55,6 +56,10 @@ void DeviceScheduler::note_active_locked(Flow& flow, bool was) {
   if (now && !was) {
     ++active_flows_;
     ++flow.share_.active_flows;
+    // Another tenant's launch: lent channels come back, and their launches
+    // take turns with it.
+    for (Flow* f : lent_)
+      if (&f->share_ != &flow.share_) f->lent_to_->recall();
   }
   if (was && !now) {
     --active_flows_;
@@ -127,16 +132,30 @@ void DeviceScheduler::leave(Flow& flow) {
   flow.held_ = flow.granted_ = 0;
   note_active_locked(flow, was);
   std::erase(waiters_, &flow);
+  end_loan_locked(flow);
   grant_locked();
 }
 
 bool DeviceScheduler::only_tenant_locked(const Flow& flow, absl::Time now) const {
-  if (!first_launch_at_once_) return false;
-  for (const auto& s : shares_) {
-    if (s.get() != &flow.share_ && (s->active_flows > 0 || now - s->idle_since < kIdleCatchUp))
-      return false;
-  }
+  return first_launch_at_once_ && !other_tenants_locked(flow, now);
+}
+
+bool DeviceScheduler::other_tenants_locked(const Flow& flow, absl::Time now) const {
+  return std::any_of(shares_.begin(), shares_.end(), [&](const auto& s) {
+    return s.get() != &flow.share_ && (s->active_flows > 0 || now - s->idle_since < kIdleCatchUp);
+  });
+}
+
+bool DeviceScheduler::lend_locked(Flow& flow, ChannelLoans::Lender& lender) {
+  if (flow.lent_to_ != nullptr || other_tenants_locked(flow, absl::Now())) return false;
+  flow.lent_to_ = &lender;
+  lent_.push_back(&flow);
   return true;
+}
+
+void DeviceScheduler::end_loan_locked(Flow& flow) {
+  flow.lent_to_ = nullptr;
+  std::erase(lent_, &flow);
 }
 
 bool DeviceScheduler::room_locked(const Flow& flow, absl::Time now) {

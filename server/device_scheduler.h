@@ -66,6 +66,17 @@
 // and 16 slots let 16 clients' workers share the cores unevenly again (Jain
 // 0.61-0.96; bench/results/2026-12-05-worker-contended-depth). Measured on
 // 2 cores only: whether 4 per unit is the knee on more is not known.
+//
+// The direct path (--shm-direct) lends a queue's shared-memory channel to
+// its session's worker, whose launches then reach the device without a
+// slot: the scheduler does not see them. So a queue is lent only while its
+// tenant is alone on the device (no other tenant's launches on it or
+// waiting, nor within kIdleCatchUp), and the first launch of another tenant
+// that comes to the device takes every lent channel of other tenants back
+// (ChannelLoans::Lender::recall): from then on their launches come through
+// kad and take their turns by weight. One tenant's own queues are not
+// weighed against each other while lent: they share the cores as the
+// processes they are (its workers).
 #pragma once
 
 #include <cstdint>
@@ -74,6 +85,7 @@
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "server/channel_loans.h"
 #include "server/latency_histogram.h"
 
 namespace kad::server {
@@ -116,7 +128,8 @@ class DeviceScheduler {
     uint32_t granted_ = 0;    // slots granted to held launches, not yet dispatched
     bool waiting_ = false;    // in the scheduler's waiters (held_ > granted_)
     absl::Time idle_since_ =
-        absl::InfinitePast();  // when it last had nothing on the device or waiting
+        absl::InfinitePast();                  // when it last had nothing on the device or waiting
+    ChannelLoans::Lender* lent_to_ = nullptr;  // its channel's, while lent (lend_locked)
   };
 
   struct Stats {
@@ -198,6 +211,13 @@ class DeviceScheduler {
   // time, in the order they ended. Launches learnt of late are charged from
   // what was known then.
   double busy_time_locked(uint64_t start_ns, uint64_t end_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // The direct path: `flow`'s channel may be lent to its worker now only
+  // while no other tenant uses the device (or did within kIdleCatchUp);
+  // if so, the first launch of another tenant that comes to the device
+  // calls `lender`'s recall() (under the scheduler's mutex: it must not
+  // block), until end_loan_locked.
+  bool lend_locked(Flow& flow, ChannelLoans::Lender& lender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  void end_loan_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grants what a higher class's lingering kept back once it lapsed: a queue
   // whose launches wait calls it every kClassLinger.
   void regrant_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) { grant_locked(); }
@@ -247,6 +267,10 @@ class DeviceScheduler {
   // the device or waiting within kIdleCatchUp.
   bool only_tenant_locked(const Flow& flow, absl::Time now) const
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Whether a tenant other than `flow`'s has launches on the device or
+  // waiting, or had within kIdleCatchUp.
+  bool other_tenants_locked(const Flow& flow, absl::Time now) const
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The time room_locked needs: none (InfinitePast) on a device that one
   // tenant in one class has used.
   absl::Time clock_locked() const ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -279,6 +303,8 @@ class DeviceScheduler {
   std::vector<uint64_t> recent_ends_ ABSL_GUARDED_BY(mu_);
   // Flows with launches waiting for a slot; a device has few queues.
   std::vector<Flow*> waiters_ ABSL_GUARDED_BY(mu_);
+  // Flows whose channels are lent now (lend_locked).
+  std::vector<Flow*> lent_ ABSL_GUARDED_BY(mu_);
   LatencyHistogram latency_;
   std::vector<std::unique_ptr<Flow::Share>> shares_ ABSL_GUARDED_BY(mu_);
 };

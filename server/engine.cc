@@ -802,7 +802,8 @@ absl::StatusOr<Engine::ChannelLoan> Engine::lend_channel(Session& s, uint64_t qu
                                                          EventId launched,
                                                          const shm::v1::SubmitRecord& key,
                                                          const shm::v1::CompletionRecord& done,
-                                                         int channel_fd, RingPositions at) {
+                                                         int channel_fd, RingPositions at,
+                                                         ChannelLoans::Lender& lender) {
   if (draining()) return absl::UnavailableError("kad is shutting down");
   // Under the session's lock: no launch joins the queue meanwhile.
   absl::MutexLock lock(&s.mu);
@@ -814,9 +815,18 @@ absl::StatusOr<Engine::ChannelLoan> Engine::lend_channel(Session& s, uint64_t qu
     return absl::FailedPreconditionError("the queue is not on a worker of the session's own");
   if (sq.last_event.load() != launched || launched == 0)
     return absl::FailedPreconditionError("the launch is not the queue's newest");
+  // The plan's buffers, before the scheduler counts the queue lent.
+  std::array<uint64_t, shm::v1::kMaxArgs> buffer_bytes{};
+  for (uint32_t i = 0; i < key.nargs && i < shm::v1::kMaxArgs; ++i) {
+    if (static_cast<shm::v1::ArgKind>(key.args[i].kind) != shm::v1::ArgKind::kBuffer) continue;
+    auto b = s.buffers.find(key.args[i].value);
+    if (b == s.buffers.end()) return absl::FailedPreconditionError("a buffer of the plan is gone");
+    buffer_bytes[i] = b->second.buffer->size();
+  }
   auto* scheduled = dynamic_cast<ScheduledQueue*>(sq.queue.get());
-  if (scheduled != nullptr && !scheduled->idle())
-    return absl::FailedPreconditionError("the queue has launches in progress");
+  if (scheduled != nullptr) {
+    if (absl::Status lent = scheduled->lend(lender); !lent.ok()) return lent;
+  }
   Queue& device_queue = scheduled != nullptr ? scheduled->device_queue() : *sq.queue;
   auto loan = std::make_unique<worker::ServeChannelRecord>();  // 5 KB, once per loan
   loan->event_base = launched;
@@ -828,15 +838,13 @@ absl::StatusOr<Engine::ChannelLoan> Engine::lend_channel(Session& s, uint64_t qu
   loan->plan.rank = done.rank;
   loan->plan.workgroup_rank = done.workgroup_rank;
   std::memcpy(loan->plan.workgroup, done.workgroup, sizeof(loan->plan.workgroup));
-  for (uint32_t i = 0; i < key.nargs && i < shm::v1::kMaxArgs; ++i) {
-    if (static_cast<shm::v1::ArgKind>(key.args[i].kind) != shm::v1::ArgKind::kBuffer) continue;
-    auto b = s.buffers.find(key.args[i].value);
-    if (b == s.buffers.end()) return absl::FailedPreconditionError("a buffer of the plan is gone");
-    loan->plan.buffer_bytes[i] = b->second.buffer->size();
-  }
+  std::memcpy(loan->plan.buffer_bytes, buffer_bytes.data(), sizeof(loan->plan.buffer_bytes));
   absl::StatusOr<std::shared_ptr<worker::ProgressPage>> page =
       sq.owner->lend_channel(device_queue, channel_fd, loan.get());
-  if (!page.ok()) return page.status();
+  if (!page.ok()) {
+    if (scheduled != nullptr) scheduled->end_loan(0, absl::OkStatus());
+    return page.status();
+  }
   channels_lent_.fetch_add(1, std::memory_order_relaxed);
   channel_loans_.fetch_add(1, std::memory_order_relaxed);
   return ChannelLoan{*q, &device_queue, *std::move(page), launched};
@@ -859,7 +867,7 @@ void Engine::end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t laun
   absl::Status ended =
       scheduled != nullptr && launches > 0 ? loan.device_queue->finish() : absl::OkStatus();
   absl::MutexLock lock(&s.mu);  // the writer of the queue's count
-  if (scheduled != nullptr) scheduled->absorb_ended(launches, std::move(ended));
+  if (scheduled != nullptr) scheduled->end_loan(launches, std::move(ended));
   // Never counted against the tenant: the worker ran them one at a time.
   const EventId last = sq.last_event.load() + launches;
   sq.released.fetch_add(launches);

@@ -217,14 +217,16 @@ class Engine {
     std::shared_ptr<worker::ProgressPage> page;
     EventId event_base = 0;  // the queue's event before the loan's first launch
   };
-  // Lends `queue`'s channel (its memfd, the rings at `at`) after the kRun
-  // record `key` launched `launched` and was answered `done`: that launch
-  // must be the queue's newest, with every launch of the queue ended, on the
-  // session's own worker. FAILED_PRECONDITION where it cannot be lent now.
+  // Lends `queue`'s channel (its memfd, the rings at `at`; `lender` its
+  // thread) after the kRun record `key` launched `launched` and was answered
+  // `done`: that launch must be the queue's newest, with every launch of the
+  // queue ended, on the session's own worker, and the session's tenant alone
+  // on the device (DeviceScheduler::lend_locked: another tenant's launch then
+  // recalls it). FAILED_PRECONDITION where it cannot be lent now.
   absl::StatusOr<ChannelLoan> lend_channel(Session& s, uint64_t queue, EventId launched,
                                            const shm::v1::SubmitRecord& key,
                                            const shm::v1::CompletionRecord& done, int channel_fd,
-                                           RingPositions at);
+                                           RingPositions at, ChannelLoans::Lender& lender);
   // Counts `n` launches more that the worker ran for a lent channel.
   void count_lent_launches(const ChannelLoan& loan, uint64_t n);
   // The loan has ended with `launches` run by the worker: they become the

@@ -259,14 +259,19 @@ void ScheduledQueue::note_error_locked(EventId event, absl::Status status, bool 
   error_event_ = event;
 }
 
-bool ScheduledQueue::idle() const {
+absl::Status ScheduledQueue::lend(ChannelLoans::Lender& lender) {
   absl::MutexLock lock(&mu());
-  return issued_ == ended_ && dispatched_ == issued_ && held_count_ == 0 && in_flight_count_ == 0 &&
-         error_.ok();
+  if (issued_ != ended_ || dispatched_ != issued_ || held_count_ != 0 || in_flight_count_ != 0 ||
+      !error_.ok())
+    return absl::FailedPreconditionError("the queue has launches in progress");
+  if (!scheduler_.lend_locked(*flow_, lender))
+    return absl::FailedPreconditionError("another tenant uses the device");
+  return absl::OkStatus();
 }
 
-void ScheduledQueue::absorb_ended(uint64_t n, absl::Status failed) {
+void ScheduledQueue::end_loan(uint64_t n, absl::Status failed) {
   absl::MutexLock lock(&mu());
+  scheduler_.end_loan_locked(*flow_);
   issued_ += n;
   dispatched_ += n;
   ended_ += n;

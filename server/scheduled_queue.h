@@ -73,15 +73,17 @@ class ScheduledQueue final : public Queue {
   absl::Status wait(EventId event) override;
   absl::Status finish() override;
 
-  // The direct path (server/README.md): the device's queue behind this one,
-  // whether every launch issued has ended with no failure left to report,
-  // and `n` launches that ran on the device's queue without this one (a
-  // lent channel's), which take the next ids, ended (`failed`: with what,
-  // reported by the next wait that covers the last of them, as the first
-  // failure of a batch is).
+  // The direct path (server/README.md): the device's queue behind this one;
+  // lending its channel (`lender`'s) to the worker, which may be done only
+  // while every launch issued has ended with no failure left to report and
+  // the queue's tenant is alone on the device (FAILED_PRECONDITION saying
+  // which is not so; DeviceScheduler::lend_locked); the loan's end, with `n`
+  // launches that ran on the device's queue without this one, which take
+  // the next ids, ended (`failed`: with what, reported by the next wait that
+  // covers the last of them, as the first failure of a batch is).
   Queue& device_queue() const { return *queue_; }
-  bool idle() const;
-  void absorb_ended(uint64_t n, absl::Status failed);
+  absl::Status lend(ChannelLoans::Lender& lender);
+  void end_loan(uint64_t n, absl::Status failed);
 
   // Clients in a wait that sends the queue's granted launches themselves
   // (their launch has not gone to the device yet).

@@ -230,6 +230,7 @@ bool ShmChannel::worker_may_serve(const SubmitRecord& r) {
 }
 
 void ShmChannel::recall() {
+  recall_asked_.store(true);
   worker::QueueProgress* p = lent_progress_.load();
   if (p == nullptr) return;
   p->loan_recall.store(1, std::memory_order_seq_cst);
@@ -266,9 +267,10 @@ bool ShmChannel::consider_loan() {
 bool ShmChannel::lend() {
   if (repeats_ < loan_after_ || !session_->loans.begin_loan(this)) return false;
   repeats_ = 0;
+  recall_asked_.store(false);
   absl::StatusOr<Engine::ChannelLoan> loan =
       engine_.lend_channel(*session_, queue_, planned_event_, candidate_, candidate_choice_, memfd_,
-                           rings_->positions());
+                           rings_->positions(), *this);
   if (!loan.ok()) {
     session_->loans.returned(this);
     if (loan.status().code() != absl::StatusCode::kFailedPrecondition) {
@@ -327,8 +329,9 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
       device.expire_loan(*loan.device_queue, absl::UnavailableError("kad stops"));
       continue;
     }
-    if (!recalled && (session_closed_.load() || engine_.draining() ||
-                      session_->loans.held(queue_) || p.loan_recall.load() != 0 || client_gone())) {
+    if (!recalled &&
+        (session_closed_.load() || engine_.draining() || session_->loans.held(queue_) ||
+         p.loan_recall.load() != 0 || recall_asked_.load() || client_gone())) {
       recall();
       recalled = true;
       recalled_at = now;

@@ -120,6 +120,9 @@ class ShmChannel final : public ChannelLoans::Lender {
   uint32_t repeats_ = 0;
   bool lent_before_ = false;  // logged once per channel
   std::atomic<worker::QueueProgress*> lent_progress_{nullptr};
+  // A recall asked for since the channel's last loan began: the scheduler
+  // may ask before serve_lent has the worker's progress page.
+  std::atomic<bool> recall_asked_{false};
   // The channel thread's: whether it counts among the busy channels, and
   // whether its waits spin first.
   bool busy_ = false;

@@ -5,6 +5,8 @@
 // everything else, kad's messages for a worker's crash or a launch past its
 // deadline, and the session going on after.
 #include <cstdint>
+#include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -321,6 +323,99 @@ TEST_F(ShmDirect, AChannelGivenBackIsLentAgainAndServedAsBefore) {
   auto after = client_->status();
   ASSERT_TRUE(after.ok()) << after.status();
   EXPECT_EQ(after->channel_loans - before->channel_loans, 2u);
+}
+
+// The same daemon with a second tenant, whose clients come over TCP with
+// a bearer token: lent launches never take that tenant's share of the
+// device (DeviceScheduler: a channel is lent only while its tenant is alone
+// on the device, and another tenant's launch takes it back).
+class ShmDirectBesideAnotherTenant : public ShmDirect {
+ protected:
+  static constexpr char kOtherToken[] = "other-tenant-token-0123456789";
+
+  static void SetUpTestSuite() {
+    char dir[] = "/tmp/kad-direct-tenants-XXXXXX";
+    ASSERT_NE(mkdtemp(dir), nullptr);
+    dir_ = dir;
+    std::ofstream(dir_ + "/tokens") << kOtherToken << " other\n";
+    auto d = Daemon::start({"--shm-direct", "--launch-timeout", "3", "--tokens", dir_ + "/tokens"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = d->release();
+  }
+  static void TearDownTestSuite() {
+    DaemonSuite::TearDownTestSuite();
+    std::filesystem::remove_all(dir_);
+  }
+
+  client::ServiceStatus status() {
+    auto s = client_->status();
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.ok() ? *s : client::ServiceStatus{};
+  }
+  // Waits (up to 2 s) until `lent` channels are lent; how many are.
+  uint64_t await_lent(uint64_t lent) {
+    uint64_t now = 0;
+    for (int i = 0; i < 100 && (now = status().channels_lent) != lent; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    return now;
+  }
+
+  static inline std::string dir_;
+};
+
+TEST_F(ShmDirectBesideAnotherTenant, AnotherTenantsLaunchesTakeTheChannelBackUntilTheyRest) {
+  const size_t log_bytes = daemon().log().size();
+  run_each(1, 20);
+  ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
+  ASSERT_EQ(await_lent(1), 1u);
+
+  // Another tenant's long launches come to the device, over TCP.
+  client::ConnectOptions options;
+  options.token = kOtherToken;
+  auto other = Client::connect(daemon().tcp_uri(), "other", options);
+  ASSERT_TRUE(other.ok()) << other.status();
+  auto q = (*other)->create_queue();
+  auto b = (*other)->allocate(kItems * sizeof(int32_t));
+  auto m = (*other)->load_module(kAddSource);
+  ASSERT_TRUE(q.ok() && b.ok() && m.ok()) << q.status() << b.status() << m.status();
+  auto k = (*other)->get_kernel(
+      *m,
+      {.entry = "add",
+       .args = {client::ArgSpec::buffer(), client::ArgSpec::scalar_of(client::ScalarType::kI32)}});
+  ASSERT_TRUE(k.ok()) << k.status();
+  const std::vector<int32_t> zeros(kItems, 0);
+  ASSERT_TRUE((*q)->write(*b, 0, bytes_of(zeros)).ok());
+  constexpr int kOthersLaunches = 40;  // a few ms per item each: seconds in all
+  const client::Arg args[] = {client::Arg::buffer(*b), client::Arg::scalar<int32_t>(kLongLaunch)};
+  const client::Dims ndrange{kItems};
+  for (int i = 0; i < kOthersLaunches; ++i)
+    ASSERT_TRUE((*q)->submit(*k, &ndrange, nullptr, args).ok()) << i;
+
+  // The channel came back: the session's worker no longer holds it idle.
+  EXPECT_EQ(await_lent(0), 0u) << "another tenant's launches are on the device";
+  // While the other tenant's launches run, this session's come through kad
+  // (and take turns with them): none of them is lent.
+  const client::ServiceStatus before = status();
+  run_each(1, 20);
+  const client::ServiceStatus during = status();
+  ASSERT_FALSE(during.devices.empty());
+  ASSERT_GT(during.devices[0].in_flight + during.devices[0].held, 0u)
+      << "the other tenant's launches ended before this session's: nothing was tested";
+  EXPECT_EQ(during.channel_loans, before.channel_loans);
+  EXPECT_EQ(during.lent_launches, before.lent_launches);
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 420));
+
+  // Once the other tenant rested (DeviceScheduler::kIdleCatchUp), the
+  // channel is lent again.
+  ASSERT_TRUE((*q)->wait().ok());
+  std::vector<int32_t> theirs(kItems, -7);
+  ASSERT_TRUE((*q)->read(*b, 0, bytes_of(theirs)).ok());
+  EXPECT_EQ(theirs, std::vector<int32_t>(kItems, kOthersLaunches));
+  std::this_thread::sleep_for(std::chrono::milliseconds(60));
+  run_each(1, 20);
+  EXPECT_EQ(await_lent(1), 1u);
+  EXPECT_EQ(status().channel_loans, before.channel_loans + 1);
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 630));
 }
 
 }  // namespace

@@ -208,6 +208,68 @@ TEST(DeviceScheduler, ASecondTenantMakesEveryLaunchShareTheContendedDepth) {
   for (int i = 4; i < 8; ++i) EXPECT_TRUE(s.try_take_locked(*clients[i])) << "a alone, " << i;
 }
 
+// A lent channel's thread, as far as the scheduler sees it: how often it
+// was asked to take its channel back.
+struct CountedLender final : ChannelLoans::Lender {
+  void recall() override { ++recalls; }
+  int recalls = 0;
+};
+
+TEST(DeviceScheduler, AQueueIsLentOnlyWhileItsTenantIsAloneOnTheDevice) {
+  DeviceScheduler s(64, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 2);
+  Tenant a{1}, b{2};
+  auto fa = s.join(&a, 1, 0), fb = s.join(&b, 1, 0);
+  CountedLender lender;
+  absl::MutexLock lock(&s.mu());
+  ASSERT_TRUE(s.try_take_locked(*fb));
+  EXPECT_FALSE(s.lend_locked(*fa, lender)) << "b has a launch on the device";
+  s.release_locked(*fb, 1);
+  EXPECT_FALSE(s.lend_locked(*fa, lender)) << "b may come back within kIdleCatchUp";
+  s.mu().Unlock();
+  absl::SleepFor(DeviceScheduler::kIdleCatchUp + absl::Milliseconds(5));
+  s.mu().Lock();
+  EXPECT_TRUE(s.lend_locked(*fa, lender)) << "b rested";
+  EXPECT_FALSE(s.lend_locked(*fa, lender)) << "lent already";
+  s.end_loan_locked(*fa);
+  EXPECT_TRUE(s.lend_locked(*fa, lender)) << "again, once it came back";
+  EXPECT_EQ(lender.recalls, 0);
+}
+
+TEST(DeviceScheduler, AnotherTenantsLaunchRecallsALentQueueAndItsOwnTenantsDoNot) {
+  DeviceScheduler s(64, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 2);
+  Tenant a{1}, b{2};
+  auto lent = s.join(&a, 1, 0), sibling = s.join(&a, 1, 0), other = s.join(&b, 1, 0);
+  CountedLender lender;
+  absl::MutexLock lock(&s.mu());
+  ASSERT_TRUE(s.lend_locked(*lent, lender));
+  ASSERT_TRUE(s.try_take_locked(*sibling));
+  EXPECT_EQ(lender.recalls, 0) << "the same tenant's queues share the cores as processes";
+  ASSERT_TRUE(s.try_take_locked(*other));
+  EXPECT_EQ(lender.recalls, 1) << "another tenant's first launch";
+  ASSERT_TRUE(s.try_take_locked(*other));
+  EXPECT_EQ(lender.recalls, 1) << "once, when the tenant becomes active";
+  // Once the loan has ended, another tenant's launch recalls nothing.
+  s.end_loan_locked(*lent);
+  s.release_locked(*other, 2);
+  s.hold_locked(*other);
+  EXPECT_EQ(lender.recalls, 1);
+}
+
+TEST(DeviceScheduler, AQueueThatLeavesWhileLentIsNoLongerRecalled) {
+  DeviceScheduler s(64);
+  Tenant a{1}, b{2};
+  auto other = s.join(&b, 1, 0);
+  CountedLender lender;
+  {
+    auto lent = s.join(&a, 1, 0);
+    absl::MutexLock lock(&s.mu());
+    ASSERT_TRUE(s.lend_locked(*lent, lender));
+  }
+  absl::MutexLock lock(&s.mu());
+  ASSERT_TRUE(s.try_take_locked(*other));
+  EXPECT_EQ(lender.recalls, 0);
+}
+
 TEST(DeviceScheduler, ALowerClassKeepsOneSlotWhileAHigherOneIsBusy) {
   DeviceScheduler s(64);  // contended: 4 slots, a lower class then 1
   Tenant low{1}, high{2};
