@@ -249,11 +249,13 @@ std::string bench_worker_executable() {
   return e != nullptr ? e : KAD_DAEMON_PATH;
 }
 
-// KAD_BENCH_SHM_DIRECT=1: the daemon with workers lends shared-memory
-// channels to them (--shm-direct: the direct path).
+// Whether the daemon with workers lends shared-memory channels to them
+// (--shm-direct: the direct path): kad's default, or KAD_BENCH_SHM_DIRECT=1
+// / =0 (kad's own path, as --no-shm-direct).
 bool bench_shm_direct() {
   const char* e = std::getenv("KAD_BENCH_SHM_DIRECT");
-  return e != nullptr && std::string_view(e) == "1";
+  if (e == nullptr) return kad::server::EngineLimits{}.shm_direct;
+  return std::string_view(e) == "1";
 }
 
 // The bench's two daemons, made at first use and stopped by main before it

@@ -95,9 +95,9 @@ ParseOutcome parse_config(int argc, char** argv) {
   app.add_flag("--no-shared-memory", no_shm, "serve local clients over gRPC only");
   app.add_option("--shm-stall-timeout-ms", c.daemon.shm.stall_timeout_ms,
                  "end a shared-memory channel whose client reads no completion this long");
-  app.add_flag("--shm-direct", c.daemon.limits.shm_direct,
+  app.add_flag("--shm-direct,!--no-shm-direct", c.daemon.limits.shm_direct,
                "let a session's own worker serve its shared-memory channel's repeated "
-               "launches (synchronous or pipelined) without kad (experimental)");
+               "launches (synchronous or pipelined) without kad (default: on)");
   std::string cache_dir;
   app.add_option("--cache-dir", cache_dir,
                  "folder for lowered GPU code, kept across restarts; \"off\": memory only");

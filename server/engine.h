@@ -57,10 +57,11 @@ struct EngineLimits {
   // launches wait in kad and go to the device in fair order
   // (device_scheduler.h; --device-queue-depth). 0: straight to the device.
   uint32_t device_queue_depth = 64;
-  // The direct path (--shm-direct, server/README.md): a shared-memory
-  // channel whose client repeats one launch (synchronous or pipelined) is
-  // lent to the session's own worker, which serves it without kad.
-  bool shm_direct = false;
+  // The direct path (--shm-direct, on unless --no-shm-direct;
+  // server/README.md): a shared-memory channel whose client repeats one
+  // launch (synchronous or pipelined) is lent to the session's own worker,
+  // which serves it without kad.
+  bool shm_direct = true;
 };
 
 struct EngineCounters {

@@ -1,4 +1,4 @@
-// The direct path (--shm-direct, server/README.md): a shared-memory client
+// The direct path (--shm-direct, kad's default; server/README.md): a shared-memory client
 // that repeats one launch (synchronous or pipelined) has its channel lent to
 // its session's worker, which serves those launches without kad. The client sees one
 // queue either way: the same events and results, kad's answers for
@@ -37,7 +37,7 @@ constexpr char kLentLog[] = "lent to the session's worker";
 class ShmDirect : public DaemonSuite {
  protected:
   static void SetUpTestSuite() {
-    auto d = Daemon::start({"--shm-direct", "--launch-timeout", "3"});
+    auto d = Daemon::start({"--launch-timeout", "3"});  // the direct path by default
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = d->release();
   }
@@ -325,6 +325,30 @@ TEST_F(ShmDirect, AChannelGivenBackIsLentAgainAndServedAsBefore) {
   EXPECT_EQ(after->channel_loans - before->channel_loans, 2u);
 }
 
+// --no-shm-direct: kad serves every record itself, as before the direct path.
+class NoShmDirect : public ShmDirect {
+ protected:
+  static void SetUpTestSuite() {
+    auto d = Daemon::start({"--no-shm-direct"});
+    ASSERT_TRUE(d.ok()) << d.status();
+    daemon_ = d->release();
+  }
+};
+
+TEST_F(NoShmDirect, RepeatedRunsAndPipelinesAreKadsAlone) {
+  auto before = client_->status();
+  ASSERT_TRUE(before.ok()) << before.status();
+  run_each(1, 20);
+  submit_rounds(5, 20);
+  EXPECT_EQ(contents(), std::vector<int32_t>(kItems, 310));
+  auto after = client_->status();
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->launches - before->launches, 120u);
+  EXPECT_EQ(after->channel_loans, 0u);
+  EXPECT_EQ(after->lent_launches, 0u);
+  EXPECT_EQ(daemon().log().find(kLentLog), std::string::npos) << daemon().log();
+}
+
 // The same daemon with a second tenant, whose clients come over TCP with
 // a bearer token: lent launches never take that tenant's share of the
 // device (DeviceScheduler: a channel is lent only while its tenant is alone
@@ -338,7 +362,7 @@ class ShmDirectBesideAnotherTenant : public ShmDirect {
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
     std::ofstream(dir_ + "/tokens") << kOtherToken << " other\n";
-    auto d = Daemon::start({"--shm-direct", "--launch-timeout", "3", "--tokens", dir_ + "/tokens"});
+    auto d = Daemon::start({"--launch-timeout", "3", "--tokens", dir_ + "/tokens"});
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = d->release();
   }
