@@ -31,7 +31,8 @@ DeviceScheduler::DeviceScheduler(uint32_t depth, OneTenantsQueues queues, uint64
     : depth_(std::max<uint32_t>(depth, 1)),
       contended_depth_(contended_depth(depth, queues, compute_units)),
       lower_class_cap_(std::max<uint32_t>(contended_depth_ / 4, 1)),
-      first_launch_at_once_(queues == OneTenantsQueues::kFirstLaunchAtOnce) {
+      first_launch_at_once_(queues == OneTenantsQueues::kFirstLaunchAtOnce),
+      compute_units_(static_cast<uint32_t>(std::clamp<uint64_t>(compute_units, 1, 1u << 20))) {
   // Reserved now, so that a launch that must wait allocates nothing.
   absl::MutexLock lock(&mu_);
   waiters_.reserve(64);
@@ -56,15 +57,21 @@ void DeviceScheduler::note_active_locked(Flow& flow, bool was) {
   if (now && !was) {
     ++active_flows_;
     ++flow.share_.active_flows;
-    // Another tenant's launch: lent channels come back, and their launches
-    // take turns with it.
+    // Another tenant's launch, or more queues than compute units: lent
+    // channels come back, and their launches take turns with the others.
+    const bool crowding = !crowded_ && active_flows_ > compute_units_;
+    crowded_ = crowded_ || crowding;
     for (Flow* f : lent_)
-      if (&f->share_ != &flow.share_) f->lent_to_->recall();
+      if (crowding || &f->share_ != &flow.share_) f->lent_to_->recall();
   }
   if (was && !now) {
     --active_flows_;
     flow.idle_since_ = absl::Now();
     if (--flow.share_.active_flows == 0) flow.share_.idle_since = flow.idle_since_;
+    if (crowded_ && active_flows_ <= compute_units_) {
+      crowded_ = false;
+      calm_since_ = flow.idle_since_;
+    }
   }
 }
 
@@ -122,6 +129,7 @@ std::unique_ptr<DeviceScheduler::Flow> DeviceScheduler::join(const void* tenant,
 
 void DeviceScheduler::leave(Flow& flow) {
   absl::MutexLock lock(&mu_);
+  end_loan_locked(flow);
   // What its slots were charged stays with its tenant: they were used, or
   // will be, by launches no one measures now.
   add_in_flight_locked(flow, -static_cast<int64_t>(flow.in_flight_));
@@ -132,7 +140,6 @@ void DeviceScheduler::leave(Flow& flow) {
   flow.held_ = flow.granted_ = 0;
   note_active_locked(flow, was);
   std::erase(waiters_, &flow);
-  end_loan_locked(flow);
   grant_locked();
 }
 
@@ -147,15 +154,23 @@ bool DeviceScheduler::other_tenants_locked(const Flow& flow, absl::Time now) con
 }
 
 bool DeviceScheduler::lend_locked(Flow& flow, ChannelLoans::Lender& lender) {
-  if (flow.lent_to_ != nullptr || other_tenants_locked(flow, absl::Now())) return false;
+  const absl::Time now = absl::Now();
+  if (flow.lent_to_ != nullptr || !waiters_.empty() || crowded_ ||
+      now - calm_since_ < kIdleCatchUp || active_flows_ + (active(flow) ? 0 : 1) > compute_units_ ||
+      in_flight_ >= contended_depth_ || other_tenants_locked(flow, now))
+    return false;
   flow.lent_to_ = &lender;
   lent_.push_back(&flow);
+  add_in_flight_locked(flow, 1);  // uncharged: the tenant is alone
   return true;
 }
 
 void DeviceScheduler::end_loan_locked(Flow& flow) {
+  if (flow.lent_to_ == nullptr) return;
   flow.lent_to_ = nullptr;
   std::erase(lent_, &flow);
+  add_in_flight_locked(flow, -1);
+  grant_locked();
 }
 
 bool DeviceScheduler::room_locked(const Flow& flow, absl::Time now) {
@@ -183,6 +198,10 @@ bool DeviceScheduler::try_take_locked(Flow& flow) {
 }
 
 void DeviceScheduler::hold_locked(Flow& flow) {
+  // The device is contended: lent channels come back, and their launches
+  // wait their turns too. (A queue alone that fills the device waits for
+  // its own launches: its loan at the wait that ends them is not held up.)
+  for (Flow* f : lent_) f->lent_to_->recall();
   const bool was = active(flow);
   // Whether the flow, and its tenant, come back from a real pause.
   bool flow_rested = false, tenant_rested = false;

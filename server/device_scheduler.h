@@ -68,15 +68,23 @@
 // 2 cores only: whether 4 per unit is the knee on more is not known.
 //
 // The direct path (--shm-direct) lends a queue's shared-memory channel to
-// its session's worker, whose launches then reach the device without a
-// slot: the scheduler does not see them. So a queue is lent only while its
-// tenant is alone on the device (no other tenant's launches on it or
-// waiting, nor within kIdleCatchUp), and the first launch of another tenant
-// that comes to the device takes every lent channel of other tenants back
-// (ChannelLoans::Lender::recall): from then on their launches come through
-// kad and take their turns by weight. One tenant's own queues are not
-// weighed against each other while lent: they share the cores as the
-// processes they are (its workers).
+// its session's worker, whose launches then reach the device without kad:
+// the scheduler sees none of them, only the loan, which holds one slot (a
+// worker runs its launches one at a time). So a queue is lent only while
+// the device is not contended: its tenant alone on the device (no other
+// tenant's launches on it or waiting, nor within kIdleCatchUp), no more
+// queues with launches on it (lent ones included) than it has compute
+// units (nor within kIdleCatchUp), and no launch waiting for a slot.
+// Then another tenant's first launch on the device takes every other
+// tenant's lent channel back (ChannelLoans::Lender::recall), and a queue
+// beyond one per compute unit, or a launch that must wait for a slot, takes
+// every lent channel back: from then on their launches come through kad and
+// take their turns by weight, and one tenant's queues theirs as equals.
+// Lent further, nobody shares the cores between lent sessions but the
+// kernel's scheduler, which split them unevenly: 16 and 32 synchronous
+// clients of one tenant on 2 cores had Jain's index 0.18-0.99 against 1.00
+// through kad (lent and unlent clients ran at rates 10x apart), and 4 all
+// lent 0.72-1.00 against 0.93-0.99 (bench/results/2026-12-07-direct-by-default).
 #pragma once
 
 #include <cstdint>
@@ -211,11 +219,11 @@ class DeviceScheduler {
   // time, in the order they ended. Launches learnt of late are charged from
   // what was known then.
   double busy_time_locked(uint64_t start_ns, uint64_t end_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
-  // The direct path: `flow`'s channel may be lent to its worker now only
-  // while no other tenant uses the device (or did within kIdleCatchUp);
-  // if so, the first launch of another tenant that comes to the device
-  // calls `lender`'s recall() (under the scheduler's mutex: it must not
-  // block), until end_loan_locked.
+  // The direct path: whether `flow`'s channel may be lent to its worker now
+  // (the device not contended, above); if so the loan holds a slot, and the
+  // first launch of another tenant that comes to the device, or any launch
+  // that must wait for a slot, calls `lender`'s recall() (under the
+  // scheduler's mutex: it must not block), until end_loan_locked.
   bool lend_locked(Flow& flow, ChannelLoans::Lender& lender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void end_loan_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grants what a higher class's lingering kept back once it lapsed: a queue
@@ -285,6 +293,7 @@ class DeviceScheduler {
   const uint32_t contended_depth_;
   const uint32_t lower_class_cap_;
   const bool first_launch_at_once_;
+  const uint32_t compute_units_;
   mutable absl::Mutex mu_;
   std::vector<Class> classes_ ABSL_GUARDED_BY(mu_);
   uint32_t in_flight_ ABSL_GUARDED_BY(mu_) = 0;
@@ -305,6 +314,10 @@ class DeviceScheduler {
   std::vector<Flow*> waiters_ ABSL_GUARDED_BY(mu_);
   // Flows whose channels are lent now (lend_locked).
   std::vector<Flow*> lent_ ABSL_GUARDED_BY(mu_);
+  // Whether more queues than compute units have launches on the device
+  // (since when not): no loan within kIdleCatchUp of it.
+  bool crowded_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Time calm_since_ ABSL_GUARDED_BY(mu_) = absl::InfinitePast();
   LatencyHistogram latency_;
   std::vector<std::unique_ptr<Flow::Share>> shares_ ABSL_GUARDED_BY(mu_);
 };

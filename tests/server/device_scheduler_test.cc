@@ -255,6 +255,88 @@ TEST(DeviceScheduler, AnotherTenantsLaunchRecallsALentQueueAndItsOwnTenantsDoNot
   EXPECT_EQ(lender.recalls, 1);
 }
 
+TEST(DeviceScheduler, ALoanHoldsASlotAndAtMostOneQueuePerComputeUnitIsLent) {
+  DeviceScheduler s(64, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 2);
+  Tenant a{1};
+  std::vector<std::unique_ptr<Flow>> flows;
+  std::vector<CountedLender> lenders(3);
+  for (int i = 0; i < 3; ++i) flows.push_back(s.join(&a, 1, 0));
+  {
+    absl::MutexLock lock(&s.mu());
+    EXPECT_TRUE(s.lend_locked(*flows[0], lenders[0]));
+    EXPECT_TRUE(s.lend_locked(*flows[1], lenders[1]));
+    EXPECT_FALSE(s.lend_locked(*flows[2], lenders[2])) << "a third queue on 2 compute units";
+  }
+  EXPECT_EQ(s.stats().in_flight, 2u);
+  absl::MutexLock lock(&s.mu());
+  s.end_loan_locked(*flows[0]);
+  EXPECT_TRUE(s.lend_locked(*flows[2], lenders[2])) << "the unit a loan gave back";
+  for (const CountedLender& l : lenders) EXPECT_EQ(l.recalls, 0);
+}
+
+TEST(DeviceScheduler, AQueueBeyondOnePerComputeUnitRecallsEveryLoanUntilTheDeviceRested) {
+  DeviceScheduler s(64, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 2);
+  Tenant a{1};
+  std::vector<std::unique_ptr<Flow>> flows;
+  for (int i = 0; i < 4; ++i) flows.push_back(s.join(&a, 1, 0));
+  CountedLender lent[2], another;
+  absl::MutexLock lock(&s.mu());
+  ASSERT_TRUE(s.lend_locked(*flows[0], lent[0]));
+  ASSERT_TRUE(s.lend_locked(*flows[1], lent[1]));
+  ASSERT_TRUE(s.try_take_locked(*flows[2]));  // the same tenant's third queue
+  EXPECT_EQ(lent[0].recalls, 1);
+  EXPECT_EQ(lent[1].recalls, 1);
+  ASSERT_TRUE(s.try_take_locked(*flows[2]));
+  EXPECT_EQ(lent[0].recalls, 1) << "once, as the device becomes crowded";
+  s.end_loan_locked(*flows[0]);
+  s.end_loan_locked(*flows[1]);
+  EXPECT_FALSE(s.lend_locked(*flows[3], another)) << "a queue beside one that has launches there";
+  s.release_locked(*flows[2], 2);
+  EXPECT_FALSE(s.lend_locked(*flows[3], another)) << "within kIdleCatchUp of the crowd";
+  s.mu().Unlock();
+  absl::SleepFor(DeviceScheduler::kIdleCatchUp + absl::Milliseconds(5));
+  s.mu().Lock();
+  EXPECT_TRUE(s.lend_locked(*flows[3], another)) << "the device rested";
+}
+
+TEST(DeviceScheduler, ALaunchThatMustWaitForASlotRecallsEveryLoan) {
+  // 16 compute units: the contended depth (here the depth, 8) fills before
+  // the units do.
+  DeviceScheduler s(8, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 16);
+  Tenant a{1};
+  auto lent = s.join(&a, 1, 0), pipeline = s.join(&a, 1, 0);
+  CountedLender lender, another;
+  absl::MutexLock lock(&s.mu());
+  ASSERT_TRUE(s.lend_locked(*lent, lender));
+  for (int i = 0; i < 7; ++i) ASSERT_TRUE(s.try_take_locked(*pipeline)) << i;
+  EXPECT_EQ(lender.recalls, 0);
+  ASSERT_FALSE(s.try_take_locked(*pipeline));
+  s.hold_locked(*pipeline);
+  EXPECT_EQ(lender.recalls, 1);
+  s.end_loan_locked(*lent);
+  EXPECT_EQ(pipeline->granted(), 1u) << "the slot the loan held";
+  s.hold_locked(*pipeline);
+  EXPECT_FALSE(s.lend_locked(*lent, another)) << "while a launch waits for a slot";
+  s.dispatched_locked(*pipeline, true);
+  s.release_locked(*pipeline, 1);
+  s.dispatched_locked(*pipeline, true);
+  s.release_locked(*pipeline, 8);
+  EXPECT_TRUE(s.lend_locked(*lent, another)) << "none waits";
+}
+
+TEST(DeviceScheduler, AQueueAloneThatFilledTheDeviceIsLentAtTheWaitThatEndsItsLaunches) {
+  DeviceScheduler s(4, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 2);
+  Tenant a{1};
+  auto pipeline = s.join(&a, 1, 0);
+  CountedLender lender;
+  PlayedDevice device{s, {pipeline.get()}, {}};
+  hold(s, *pipeline, 10);  // 4 on the device, 6 waiting for slots
+  ASSERT_EQ(device.serve(10).size(), 6u);
+  while (!device.on_device.empty()) device.serve(1);
+  absl::MutexLock lock(&s.mu());
+  EXPECT_TRUE(s.lend_locked(*pipeline, lender));
+}
+
 TEST(DeviceScheduler, AQueueThatLeavesWhileLentIsNoLongerRecalled) {
   DeviceScheduler s(64);
   Tenant a{1}, b{2};
@@ -268,6 +350,10 @@ TEST(DeviceScheduler, AQueueThatLeavesWhileLentIsNoLongerRecalled) {
   absl::MutexLock lock(&s.mu());
   ASSERT_TRUE(s.try_take_locked(*other));
   EXPECT_EQ(lender.recalls, 0);
+  s.release_locked(*other, 1);
+  s.mu().Unlock();
+  EXPECT_EQ(s.stats().in_flight, 0u) << "its loan's slot went with it";
+  s.mu().Lock();
 }
 
 TEST(DeviceScheduler, ALowerClassKeepsOneSlotWhileAHigherOneIsBusy) {
