@@ -84,7 +84,7 @@
 // kernel's scheduler, which split them unevenly: 16 and 32 synchronous
 // clients of one tenant on 2 cores had Jain's index 0.18-0.99 against 1.00
 // through kad (lent and unlent clients ran at rates 10x apart), and 4 all
-// lent 0.72-1.00 against 0.93-0.99 (bench/results/2026-12-07-direct-by-default).
+// lent 0.72-1.00 against 0.80-1.00 (bench/results/2026-12-07-direct-by-default).
 #pragma once
 
 #include <cstdint>
@@ -221,9 +221,10 @@ class DeviceScheduler {
   double busy_time_locked(uint64_t start_ns, uint64_t end_ns) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // The direct path: whether `flow`'s channel may be lent to its worker now
   // (the device not contended, above); if so the loan holds a slot, and the
-  // first launch of another tenant that comes to the device, or any launch
-  // that must wait for a slot, calls `lender`'s recall() (under the
-  // scheduler's mutex: it must not block), until end_loan_locked.
+  // first launch of another tenant that comes to the device, a queue beyond
+  // one per compute unit, or any launch that must wait for a slot calls
+  // `lender`'s recall() (under the scheduler's mutex: it must not block),
+  // until end_loan_locked.
   bool lend_locked(Flow& flow, ChannelLoans::Lender& lender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void end_loan_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grants what a higher class's lingering kept back once it lapsed: a queue

@@ -221,9 +221,9 @@ class Engine {
   // Lends `queue`'s channel (its memfd, the rings at `at`; `lender` its
   // thread) after the kRun record `key` launched `launched` and was answered
   // `done`: that launch must be the queue's newest, with every launch of the
-  // queue ended, on the session's own worker, and the session's tenant alone
-  // on the device (DeviceScheduler::lend_locked: another tenant's launch then
-  // recalls it). FAILED_PRECONDITION where it cannot be lent now.
+  // queue ended, on the session's own worker, and the device not contended
+  // (DeviceScheduler::lend_locked, which recalls it once it is).
+  // FAILED_PRECONDITION where it cannot be lent now.
   absl::StatusOr<ChannelLoan> lend_channel(Session& s, uint64_t queue, EventId launched,
                                            const shm::v1::SubmitRecord& key,
                                            const shm::v1::CompletionRecord& done, int channel_fd,

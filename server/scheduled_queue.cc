@@ -265,7 +265,9 @@ absl::Status ScheduledQueue::lend(ChannelLoans::Lender& lender) {
       !error_.ok())
     return absl::FailedPreconditionError("the queue has launches in progress");
   if (!scheduler_.lend_locked(*flow_, lender))
-    return absl::FailedPreconditionError("another tenant uses the device");
+    return absl::FailedPreconditionError(
+        "the device is contended (another tenant's launches, a queue per compute unit, or "
+        "launches waiting for a slot)");
   return absl::OkStatus();
 }
 

@@ -76,8 +76,8 @@ class ScheduledQueue final : public Queue {
   // The direct path (server/README.md): the device's queue behind this one;
   // lending its channel (`lender`'s) to the worker, which may be done only
   // while every launch issued has ended with no failure left to report and
-  // the queue's tenant is alone on the device (FAILED_PRECONDITION saying
-  // which is not so; DeviceScheduler::lend_locked); the loan's end, with `n`
+  // the device is not contended (FAILED_PRECONDITION saying which is not so;
+  // DeviceScheduler::lend_locked); the loan's end, with `n`
   // launches that ran on the device's queue without this one, which take
   // the next ids, ended (`failed`: with what, reported by the next wait that
   // covers the last of them, as the first failure of a batch is).
