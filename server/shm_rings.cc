@@ -1,6 +1,7 @@
 #include "server/shm_rings.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <new>
 #include <optional>
@@ -11,6 +12,14 @@
 namespace kad::server {
 
 using namespace shm::v1;
+
+// peek and post copy a record's fields around its arrays: these say that
+// no field sits where they do not look.
+static_assert(offsetof(SubmitRecord, event) ==
+                  offsetof(SubmitRecord, args) + sizeof(ArgRecord) * kMaxArgs,
+              "peek copies the fields before `args`, then from `event` on");
+static_assert(offsetof(CompletionRecord, message) + kMaxMessage == sizeof(CompletionRecord),
+              "post copies the fields before `message`, which ends the record");
 
 void ChannelRings::format(void* memory) {
   ChannelHeader& h = *new (memory) ChannelHeader();

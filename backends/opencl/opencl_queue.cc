@@ -55,6 +55,10 @@ absl::Status OpenClQueue::run_kernel(CompiledKernel& compiled, const LaunchGeome
     absl::MutexLock lock(&mu_);
     if (absl::Status s = enqueue(compiled, geometry, context, args, &event); !s.ok()) return s;
   }
+  return wait_and_release(event);
+}
+
+absl::Status OpenClQueue::wait_and_release(cl_event event) {
   const OpenClApi& api = device_.api();
   DriverScope driver;
   const cl_int err = api.clWaitForEvents(1, &event);
@@ -142,13 +146,7 @@ absl::Status OpenClQueue::wait(EventId id) {
     DriverScope driver;
     api.clRetainEvent(event);
   }
-  DriverScope driver;
-  cl_int err = api.clWaitForEvents(1, &event);
-  cl_int status = CL_COMPLETE;
-  api.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
-  api.clReleaseEvent(event);
-  if (status < 0) return cl_status(status, "kernel execution");
-  return cl_status(err, "clWaitForEvents");
+  return wait_and_release(event);
 }
 
 bool OpenClQueue::ended(EventId id) {

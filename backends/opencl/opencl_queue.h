@@ -44,6 +44,9 @@ class OpenClQueue final : public Queue {
 
   OpenClQueue(OpenClDevice& device, cl_command_queue queue) : device_(device), queue_(queue) {}
   EventId record(cl_event event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Waits for `event`, which the caller holds a reference to, and releases
+  // it: its launch's failure, or the wait's.
+  absl::Status wait_and_release(cl_event event);
   // Sets the arguments and enqueues the launch, its event in `*event`.
   absl::Status enqueue(CompiledKernel& compiled, const LaunchGeometry& geometry,
                        const LaunchContext& context, std::span<const KernelArg> args,
