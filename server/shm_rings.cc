@@ -69,7 +69,7 @@ void ChannelRings::consume() {
   RingIndices& ring = header_->submit;
   ++at_.submit_head;
   ring.head.store(at_.submit_head, std::memory_order_release);
-  // A client waiting for room wants half the ring, not this one slot.
+  // A client waiting for room wants a quarter of the ring, not this one slot.
   notify_producer(&ring.head, &ring.producer_waiting, &ring.producer_wake_at);
 }
 

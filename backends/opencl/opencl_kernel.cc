@@ -190,6 +190,27 @@ OpenClKernel::Lease::~Lease() {
 
 cl_kernel OpenClKernel::Lease::get() const { return handle_->kernel; }
 
+cl_int OpenClKernel::Lease::set_arg(const OpenClApi& api, cl_uint index, size_t size,
+                                    const void* value) {
+  Handle& h = *handle_;
+  const bool cached = index < h.args.size() &&
+                      (value == nullptr || (index == 0 ? size <= Handle::kLaunchContextBytes
+                                                       : size <= sizeof(uint64_t)));
+  if (!cached) return api.clSetKernelArg(h.kernel, index, size, value);
+  Handle::SetArg& was = h.args[index];
+  std::byte* bytes = index == 0 ? h.context.data() : reinterpret_cast<std::byte*>(&h.small[index]);
+  if (was.set && was.size == size && was.local == (value == nullptr) &&
+      (value == nullptr || std::memcmp(bytes, value, size) == 0))
+    return CL_SUCCESS;
+  const cl_int err = api.clSetKernelArg(h.kernel, index, size, value);
+  // A refused value leaves the argument unknown: set again next time.
+  was.set = err == CL_SUCCESS;
+  was.size = static_cast<uint32_t>(size);
+  was.local = value == nullptr;
+  if (value != nullptr) std::memcpy(bytes, value, size);
+  return err;
+}
+
 absl::StatusOr<OpenClKernel::Lease> OpenClKernel::lease() {
   // The warm launch: the first handle, free, without the list's lock.
   if (first_->in_use.TryLock()) return Lease(first_);

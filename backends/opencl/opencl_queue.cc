@@ -61,9 +61,16 @@ absl::Status OpenClQueue::run_kernel(CompiledKernel& compiled, const LaunchGeome
 absl::Status OpenClQueue::wait_and_release(cl_event event) {
   const OpenClApi& api = device_.api();
   DriverScope driver;
-  const cl_int err = api.clWaitForEvents(1, &event);
-  cl_int status = CL_COMPLETE;
-  api.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
+  // A driver that ran the kernel in its enqueue (PoCL's `basic` in a
+  // worker) has ended it: the wait, which flushes the queue, is skipped.
+  cl_int status = CL_QUEUED;
+  cl_int err = api.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status,
+                                  nullptr);
+  if (err != CL_SUCCESS || status > CL_COMPLETE) {
+    err = api.clWaitForEvents(1, &event);
+    status = CL_COMPLETE;
+    api.clGetEventInfo(event, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, nullptr);
+  }
   api.clReleaseEvent(event);
   if (status < 0) return cl_status(status, "kernel execution");
   return cl_status(err, "clWaitForEvents");
@@ -84,21 +91,21 @@ absl::Status OpenClQueue::enqueue(CompiledKernel& compiled, const LaunchGeometry
   if (!lease.ok()) return lease.status();
   DriverScope driver;
   cl_kernel k = lease->get();
-  cl_int err = api.clSetKernelArg(k, 0, sizeof(LaunchContext), &context);
+  cl_int err = lease->set_arg(api, 0, sizeof(LaunchContext), &context);
   for (cl_uint i = 0; err == CL_SUCCESS && i < args.size(); ++i) {
     const KernelArg& a = args[i];
     switch (a.kind) {
       case ArgKind::kBuffer:
       case ArgKind::kConstBuffer: {
         cl_mem mem = static_cast<const OpenClBuffer*>(a.buffer)->mem();
-        err = api.clSetKernelArg(k, i + 1, sizeof(cl_mem), &mem);
+        err = lease->set_arg(api, i + 1, sizeof(cl_mem), &mem);
         break;
       }
       case ArgKind::kScalar:
-        err = api.clSetKernelArg(k, i + 1, scalar_type_size(a.scalar), &a.bits);
+        err = lease->set_arg(api, i + 1, scalar_type_size(a.scalar), &a.bits);
         break;
       case ArgKind::kLocal:
-        err = api.clSetKernelArg(k, i + 1, a.local_bytes, nullptr);
+        err = lease->set_arg(api, i + 1, a.local_bytes, nullptr);
         break;
     }
   }

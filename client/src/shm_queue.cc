@@ -274,11 +274,14 @@ class ShmTransport final : public Queue::Transport {
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
       const uint32_t head = ring.head.load(std::memory_order_acquire);
       if (tail_ - head < kSubmitSlots) break;
-      // Full: kad has a ring of records to get through. Sleep until half
-      // of it is free (kad wakes us then), never spin: 2000 launches
+      // Full: kad has a ring of records to get through. Sleep until a
+      // quarter of it is free (kad wakes us then), never spin: 2000 launches
       // submitted back to back on 2 cores, a client that spun for each slot
       // took 57 % of the time, and the launches ran at 0.37x the driver's rate.
-      if (!wait_until_reached(&ring.head, tail_ - kSubmitSlots / 2, &ring.producer_waiting,
+      // A quarter, not half: the three quarters left keep a worker busy
+      // while this thread wakes, which took longer than half a ring of
+      // launches (a worker that ran out spun 8 % of its time).
+      if (!wait_until_reached(&ring.head, tail_ - kSubmitSlots * 3 / 4, &ring.producer_waiting,
                               &ring.producer_wake_at, 100'000'000) &&
           kad_gone())
         return gone_error();

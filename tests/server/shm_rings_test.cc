@@ -4,10 +4,14 @@
 // writes — and the ones a hostile client would.
 #include "server/shm_rings.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
 #include <string>
+#include <thread>
 
 #include "gtest/gtest.h"
+#include "kad/shm/v1/ring.h"
 #include "server/sealed_memfd.h"
 
 namespace kad::server {
@@ -249,6 +253,60 @@ TEST_F(ShmRings, SleepAtOnceIsWhatTheServerLastSaid) {
   EXPECT_EQ(header().sleep_at_once.load(), 1u);
   rings.set_sleep_at_once(false);
   EXPECT_EQ(header().sleep_at_once.load(), 0u);
+}
+
+TEST_F(ShmRings, AClientWaitingForRoomIsWokenOnceWhenItsTargetIsReached) {
+  ChannelRings rings(memory());
+  for (uint64_t tag = 1; tag <= 4; ++tag) submit(tag);
+  RingIndices& ring = header().submit;
+  // The client sleeps until the head reaches 3, as next_slot does.
+  ring.producer_wake_at.store(3);
+  ring.producer_waiting.store(1);
+  ASSERT_EQ(*rings.wait_for_records(0, false), 4u);
+  SubmitRecord r{};
+  rings.take(&r);
+  rings.take(&r);
+  EXPECT_EQ(ring.producer_waiting.load(), 1u);  // head 2: not yet
+  rings.take(&r);
+  // Woken at 3, and the flag lowered by the waker: the records taken
+  // before the client runs again cost no wake-up each.
+  EXPECT_EQ(ring.producer_waiting.load(), 0u);
+  rings.take(&r);
+  EXPECT_EQ(ring.producer_waiting.load(), 0u);
+  EXPECT_EQ(ring.head.load(), 4u);
+}
+
+TEST_F(ShmRings, AClientThatFillsTheRingAgainAndAgainIsWokenEachTimeItWaits) {
+  ChannelRings rings(memory());
+  constexpr uint64_t kRecords = 16 * kSubmitSlots;
+  std::atomic<int> sleeps{0}, timeouts{0};
+  std::thread client([&] {
+    RingIndices& ring = header().submit;
+    for (uint64_t tag = 1; tag <= kRecords; ++tag) {
+      // Full: sleep until a quarter of the ring is free (next_slot's rule).
+      while (ring.tail.load() - ring.head.load() >= kSubmitSlots) {
+        ++sleeps;
+        if (!wait_until_reached(&ring.head, ring.tail.load() - kSubmitSlots * 3 / 4,
+                                &ring.producer_waiting, &ring.producer_wake_at, 5'000'000'000))
+          ++timeouts;
+      }
+      submit(tag);
+    }
+  });
+  // The server: pauses now and then, so that the client fills the ring.
+  SubmitRecord r{};
+  for (uint64_t want = 1; want <= kRecords;) {
+    absl::StatusOr<uint32_t> waiting = rings.wait_for_records(1'000'000, false);
+    ASSERT_TRUE(waiting.ok()) << waiting.status();
+    for (uint32_t i = 0; i < *waiting; ++i, ++want) {
+      rings.take(&r);
+      ASSERT_EQ(r.tag, want);
+      if (want % 97 == 0) std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+  }
+  client.join();
+  EXPECT_GT(sleeps.load(), 0);
+  EXPECT_EQ(timeouts.load(), 0);
 }
 
 TEST(CompletionBuilder, NoByteOfAnEarlierCompletionReachesALaterOne) {

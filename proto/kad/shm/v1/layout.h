@@ -111,9 +111,10 @@ struct alignas(64) RingIndices {
   std::atomic<uint32_t> producer_waiting;  // producer sleeps on `head`
   // Where a sleeping producer wants to be woken: once `head` reaches it
   // (0, and kads before it: at every change of `head`). A producer that
-  // found the ring full waits for half of it, not one slot: a wake-up per
-  // record consumed cost the consumer a system call each, and a spinning
-  // producer took a core from the consumer it waited for.
+  // found the ring full waits for a quarter of it, not one slot: a wake-up
+  // per record consumed cost the consumer a system call each, and a
+  // spinning producer took a core from the consumer it waited for. The
+  // consumer lowers producer_waiting when it wakes the producer, once.
   std::atomic<uint32_t> producer_wake_at;
   uint32_t pad2[13];
 };
