@@ -82,7 +82,9 @@ absl::Status ChannelRings::post(const CompletionRecord& done, absl::Duration sta
   // profile of a worker answering synchronous launches.
   std::optional<absl::Time> deadline;
   for (;;) {
-    const uint32_t head = ring.head.load(std::memory_order_acquire);
+    if (tail - completion_head_seen_ >= kCompletionSlots)
+      completion_head_seen_ = ring.head.load(std::memory_order_acquire);
+    const uint32_t head = completion_head_seen_;
     const uint32_t used = tail - head;
     if (used > kCompletionSlots) {
       return absl::OutOfRangeError(
@@ -111,8 +113,9 @@ absl::Status ChannelRings::post(const CompletionRecord& done, absl::Duration sta
 }
 
 bool ChannelRings::completion_room() const {
-  const uint32_t head = header_->completion.head.load(std::memory_order_acquire);
-  return at_.completion_tail - head < kCompletionSlots;
+  if (at_.completion_tail - completion_head_seen_ < kCompletionSlots) return true;
+  completion_head_seen_ = header_->completion.head.load(std::memory_order_acquire);
+  return at_.completion_tail - completion_head_seen_ < kCompletionSlots;
 }
 
 void ChannelRings::end(std::string_view reason) {

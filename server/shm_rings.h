@@ -95,6 +95,10 @@ class ChannelRings {
   uint8_t* memory_;
   shm::v1::ChannelHeader* header_;
   RingPositions at_;
+  // The client's completion head as last read (it may only have grown
+  // since): read again only when this leaves no room, since each read is a
+  // cache line from the client's core. "Full" until first read.
+  mutable uint32_t completion_head_seen_ = at_.completion_tail - shm::v1::kCompletionSlots;
   bool sleep_at_once_ = false;
 };
 

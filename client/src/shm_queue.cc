@@ -272,8 +272,11 @@ class ShmTransport final : public Queue::Transport {
     for (;;) {
       if (absl::Status s = read_failures(); !s.ok()) return s;
       if (header_->closed.load(std::memory_order_acquire)) return closed_error();
-      const uint32_t head = ring.head.load(std::memory_order_acquire);
-      if (tail_ - head < kSubmitSlots) break;
+      // kad's head as last read will do while it leaves room: each read
+      // of it is a cache line from kad's core.
+      if (tail_ - submit_head_seen_ < kSubmitSlots) break;
+      submit_head_seen_ = ring.head.load(std::memory_order_acquire);
+      if (tail_ - submit_head_seen_ < kSubmitSlots) break;
       // Full: kad has a ring of records to get through. Sleep until a
       // quarter of it is free (kad wakes us then), never spin: 2000 launches
       // submitted back to back on 2 cores, a client that spun for each slot
@@ -406,8 +409,9 @@ class ShmTransport final : public Queue::Transport {
   SubmitRecord* submit_slots_ = nullptr;
   const CompletionRecord* completion_slots_ = nullptr;
   uint8_t* arena_ = nullptr;
-  uint32_t tail_ = 0;  // submission records published
-  uint32_t head_ = 0;  // completion records consumed
+  uint32_t tail_ = 0;              // submission records published
+  uint32_t submit_head_seen_ = 0;  // kad's submission head as last read
+  uint32_t head_ = 0;              // completion records consumed
   uint64_t next_tag_ = 1;
   uint64_t next_answer_ = 1;  // the lowest tag the next completion may carry
   uint64_t awaited_ = 0;      // the answered record outstanding (0: none)

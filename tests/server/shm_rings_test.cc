@@ -182,11 +182,30 @@ TEST_F(ShmRings, AFullRingGivesUpWhenAskedTo) {
 
 TEST_F(ShmRings, AClientHeadPastTheTailEndsTheChannel) {
   ChannelRings rings(memory());
-  ASSERT_TRUE(rings.post(answer(1), absl::Seconds(1), false, never).ok());
-  header().completion.head.store(5);  // read four completions never posted
+  // The server reads the client's head when the one it saw last leaves no
+  // room: after a ring of answers here.
+  for (uint32_t i = 0; i < kCompletionSlots; ++i)
+    ASSERT_TRUE(rings.post(answer(i), absl::Seconds(1), false, never).ok());
+  // Read four completions never posted.
+  header().completion.head.store(kCompletionSlots + 4);
   absl::Status posted = rings.post(answer(2), absl::Seconds(1), false, never);
   EXPECT_EQ(posted.code(), absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(posted.message(), "completion ring indices out of range (head 5, tail 1)");
+  EXPECT_EQ(posted.message(), "completion ring indices out of range (head 260, tail 256)");
+}
+
+TEST_F(ShmRings, TheClientsCompletionHeadIsReadOnlyWhenTheOneSeenLeavesNoRoom) {
+  ChannelRings rings(memory());
+  ASSERT_TRUE(rings.post(answer(0), absl::Seconds(1), false, never).ok());  // reads head 0
+  // A head the server does not read while it has room by the one it saw
+  // (each read is a cache line from the client's core): this one would
+  // end the channel.
+  header().completion.head.store(5000);
+  for (uint32_t i = 1; i < kCompletionSlots; ++i)
+    ASSERT_TRUE(rings.post(answer(i), absl::Seconds(1), false, never).ok()) << i;
+  // Full by the head seen: read again, and out of range.
+  EXPECT_FALSE(rings.completion_room());
+  absl::Status posted = rings.post(answer(0), absl::Seconds(1), false, never);
+  EXPECT_EQ(posted.code(), absl::StatusCode::kOutOfRange);
 }
 
 TEST_F(ShmRings, TheServerGoesOnFromThePositionsHandedToIt) {
@@ -235,6 +254,8 @@ TEST_F(ShmRings, CompletionRoomSaysWhetherAPostWouldWait) {
   EXPECT_FALSE(rings.completion_room());
   header().completion.head.store(1);  // the client read one
   EXPECT_TRUE(rings.completion_room());
+  ASSERT_TRUE(rings.post(answer(0), absl::Seconds(1), false, never).ok());
+  EXPECT_FALSE(rings.completion_room());
   header().completion.head.store(kCompletionSlots + 7);  // past the tail: no room to trust
   EXPECT_FALSE(rings.completion_room());
 }
