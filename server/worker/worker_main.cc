@@ -632,7 +632,7 @@ class WorkerServer {
     const EventId previous =
         seq > 1 ? state.events[(seq - 1) % WorkerQueueState::kRing].load(std::memory_order_relaxed)
                 : 0;
-    resolve_args(args_, nullptr);
+    resolve_args(args_);
     absl::StatusOr<EventId> event =
         state.queue->enqueue_kernel(kernel, launch_.geometry, launch_.context,
                                     std::span<const KernelArg>(args_.data(), launch_.nargs));
@@ -671,17 +671,32 @@ class WorkerServer {
     p.context = launch_.context;
     p.nargs = launch_.nargs;
     p.nheld = 0;
-    resolve_args(p.args, &p);
+    resolve_args(p.args);
     if (executor.may_run_here(p)) {
       executor.run_here(*state.queue, ReportEnd{state});
     } else {
+      hold_buffers(p);
       executor.publish();
     }
   }
 
-  // launch_'s arguments into `out`: buffer ids become this worker's
-  // buffers, which `held` (if any) keeps mapped.
-  void resolve_args(std::array<KernelArg, kMaxKernelArgs>& out, PreparedLaunch* held) {
+  // What keeps the buffers of the launch in launch_ mapped while the
+  // executor has it (the loop may read kad's free of one meanwhile), and
+  // their twins on the wide device. A launch run here needs neither: two
+  // atomic counts per buffer and launch saved on the warm path.
+  void hold_buffers(PreparedLaunch& p) {
+    for (uint32_t i = 0; i < launch_.nargs; ++i) {
+      const ArgRecord& a = launch_.args[i];
+      const auto kind = static_cast<ArgKind>(a.kind);
+      if (kind != ArgKind::kBuffer && kind != ArgKind::kConstBuffer) continue;
+      const std::shared_ptr<ImportedBuffer>& b = buffers_.find(a.value)->second;  // resolved
+      p.held[p.nheld++] = b;
+      p.wide_buffers[i] = b->wide_buffer.get();
+    }
+  }
+
+  // launch_'s arguments into `out`: buffer ids become this worker's buffers.
+  void resolve_args(std::array<KernelArg, kMaxKernelArgs>& out) {
     for (uint32_t i = 0; i < launch_.nargs; ++i) {
       const ArgRecord& a = launch_.args[i];
       KernelArg& arg = out[i];
@@ -696,10 +711,6 @@ class WorkerServer {
           _exit(3);
         }
         arg.buffer = b->second->buffer.get();
-        if (held != nullptr) {
-          held->held[held->nheld++] = b->second;
-          held->wide_buffers[i] = b->second->wide_buffer.get();
-        }
       } else {
         arg.bits = a.value;
       }

@@ -103,7 +103,7 @@ TEST_F(ShmWaits, AWaitBehindManyLaunchesSleepsAtOnceWhereOneBehindALaunchSpinsFi
                            << " behind one";
 }
 
-TEST_F(ShmWaits, AClientWithAFullRingSleepsUntilKadHasFreedHalfOfIt) {
+TEST_F(ShmWaits, AClientWithAFullRingSleepsUntilKadHasFreedAQuarterOfIt) {
   // 1024 short launches (~50 us each): the submission ring (256 records) fills,
   // and the client waits for room for most of the launches.
   const client::Arg args[] = {client::Arg::buffer(buffer_), client::Arg::scalar<int32_t>(2'000)};
@@ -119,7 +119,7 @@ TEST_F(ShmWaits, AClientWithAFullRingSleepsUntilKadHasFreedHalfOfIt) {
   const int64_t wall = wall_ns() - wall_before;
   const int64_t sleeps = thread_sleeps() - sleeps_before;
   ASSERT_TRUE(queue_->wait().ok());
-  // About (1024 - 256) / 128 = 6 waits for half a ring; woken at every
+  // About (1024 - 256) / 64 = 12 waits for a quarter of a ring; woken at every
   // record kad consumed, the client would sleep again for each of ~768.
   EXPECT_LT(sleeps, 64) << "sleeps while submitting " << kLaunches << " launches";
   // Spinning for each slot, the client was busy for a quarter to a third
