@@ -62,7 +62,7 @@ void DeviceScheduler::note_active_locked(Flow& flow, bool was) {
     const bool crowding = !crowded_ && active_flows_ > compute_units_;
     crowded_ = crowded_ || crowding;
     for (Flow* f : lent_)
-      if (crowding || &f->share_ != &flow.share_) f->lent_to_->recall();
+      if (crowding || &f->share_ != &flow.share_) recall_locked(*f);
   }
   if (was && !now) {
     --active_flows_;
@@ -160,9 +160,16 @@ bool DeviceScheduler::lend_locked(Flow& flow, ChannelLoans::Lender& lender) {
       in_flight_ >= contended_depth_ || other_tenants_locked(flow, now))
     return false;
   flow.lent_to_ = &lender;
+  flow.recalled_ = false;
   lent_.push_back(&flow);
   add_in_flight_locked(flow, 1);  // uncharged: the tenant is alone
   return true;
+}
+
+void DeviceScheduler::recall_locked(Flow& flow) {
+  if (flow.recalled_) return;
+  flow.recalled_ = true;
+  flow.lent_to_->recall();
 }
 
 void DeviceScheduler::end_loan_locked(Flow& flow) {
@@ -201,7 +208,7 @@ void DeviceScheduler::hold_locked(Flow& flow) {
   // The device is contended: lent channels come back, and their launches
   // wait their turns too. (A queue alone that fills the device waits for
   // its own launches: its loan at the wait that ends them is not held up.)
-  for (Flow* f : lent_) f->lent_to_->recall();
+  for (Flow* f : lent_) recall_locked(*f);
   const bool was = active(flow);
   // Whether the flow, and its tenant, come back from a real pause.
   bool flow_rested = false, tenant_rested = false;

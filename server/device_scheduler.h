@@ -138,6 +138,7 @@ class DeviceScheduler {
     absl::Time idle_since_ =
         absl::InfinitePast();                  // when it last had nothing on the device or waiting
     ChannelLoans::Lender* lent_to_ = nullptr;  // its channel's, while lent (lend_locked)
+    bool recalled_ = false;                    // the loan was recalled (once is enough)
   };
 
   struct Stats {
@@ -224,7 +225,7 @@ class DeviceScheduler {
   // first launch of another tenant that comes to the device, a queue beyond
   // one per compute unit, or any launch that must wait for a slot calls
   // `lender`'s recall() (under the scheduler's mutex: it must not block),
-  // until end_loan_locked.
+  // once per loan, until end_loan_locked.
   bool lend_locked(Flow& flow, ChannelLoans::Lender& lender) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   void end_loan_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Grants what a higher class's lingering kept back once it lapsed: a queue
@@ -238,6 +239,10 @@ class DeviceScheduler {
   void leave(Flow& flow);
   // Grants free slots to waiting launches, best first.
   void grant_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
+  // Asks the lender of `flow`'s loan to take its channel back, unless it
+  // was asked already: a recall wakes two threads, and every launch held
+  // while the channel comes back would ask again.
+  void recall_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Charges `flow` (and its tenant) one launch, at its estimate.
   void charge_locked(Flow& flow) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
   // Adds `ns` of device time (negative: a refund) to `flow` and its tenant.

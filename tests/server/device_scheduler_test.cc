@@ -324,6 +324,32 @@ TEST(DeviceScheduler, ALaunchThatMustWaitForASlotRecallsEveryLoan) {
   EXPECT_TRUE(s.lend_locked(*lent, another)) << "none waits";
 }
 
+TEST(DeviceScheduler, ALoanIsRecalledOnceHoweverManyLaunchesWaitUntilItComesBack) {
+  // 16 compute units: the contended depth (here the depth, 8) fills before
+  // the units do.
+  DeviceScheduler s(8, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 16);
+  Tenant a{1};
+  auto lent = s.join(&a, 1, 0), pipeline = s.join(&a, 1, 0);
+  absl::MutexLock lock(&s.mu());
+  for (int loan = 1; loan <= 2; ++loan) {
+    CountedLender lender;
+    ASSERT_TRUE(s.lend_locked(*lent, lender)) << "loan " << loan;
+    for (int i = 0; i < 7; ++i) ASSERT_TRUE(s.try_take_locked(*pipeline)) << i;
+    // Launches that wait for a slot while the channel is on its way back
+    // (a recall wakes two threads): asked once.
+    for (int i = 0; i < 5; ++i) s.hold_locked(*pipeline);
+    EXPECT_EQ(lender.recalls, 1) << "loan " << loan;
+    s.end_loan_locked(*lent);
+    // The device drains: each launch that ends lets a waiting one on.
+    while (pipeline->held() > 0) {
+      ASSERT_GT(pipeline->granted(), 0u);
+      s.dispatched_locked(*pipeline, true);
+      s.release_locked(*pipeline, 1);
+    }
+    s.release_locked(*pipeline, pipeline->in_flight());
+  }
+}
+
 TEST(DeviceScheduler, AQueueAloneThatFilledTheDeviceIsLentAtTheWaitThatEndsItsLaunches) {
   DeviceScheduler s(4, DeviceScheduler::OneTenantsQueues::kShareTheContendedDepth, 2);
   Tenant a{1};
