@@ -5,6 +5,30 @@
 
 namespace kad::server {
 
+absl::string_view loan_end_name(LoanEnd why) {
+  switch (why) {
+    case LoanEnd::kHandedBack:
+      return "handed_back";
+    case LoanEnd::kContention:
+      return "contention";
+    case LoanEnd::kHeld:
+      return "held";
+    case LoanEnd::kSessionClosed:
+      return "session_closed";
+    case LoanEnd::kClientGone:
+      return "client_gone";
+    case LoanEnd::kDraining:
+      return "draining";
+    case LoanEnd::kDeadline:
+      return "deadline";
+    case LoanEnd::kWorkerLost:
+      return "worker_lost";
+    case LoanEnd::kStopping:
+      return "stopping";
+  }
+  return "unknown";
+}
+
 ChannelLoans::Hold::~Hold() {
   if (loans_ != nullptr) loans_->release(queue_);
 }

@@ -13,9 +13,27 @@
 #include <cstdint>
 #include <vector>
 
+#include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
 
 namespace kad::server {
+
+// Why a loan ended, as kad counts them (kad_channel_loan_ends_total).
+enum class LoanEnd : uint8_t {
+  kHandedBack,     // the client sent what the worker leaves to kad
+  kContention,     // the device's scheduler: another tenant, more queues than units, a wait
+  kHeld,           // a request of the session that must find the queue as kad keeps it
+  kSessionClosed,  // the session closed
+  kClientGone,     // the client hung up
+  kDraining,       // kad drains (SIGTERM)
+  kDeadline,       // a launch, or the hand-back, past its deadline: the worker was ended
+  kWorkerLost,     // the worker died
+  kStopping,       // kad stops
+};
+inline constexpr size_t kLoanEnds = static_cast<size_t>(LoanEnd::kStopping) + 1;
+// The reason's label value: handed_back, contention, held, session_closed,
+// client_gone, draining, deadline, worker_lost, stopping.
+absl::string_view loan_end_name(LoanEnd why);
 
 class ChannelLoans {
  public:

@@ -857,7 +857,8 @@ void Engine::count_lent_launches(const ChannelLoan& loan, uint64_t n) {
   device_launches_[loan.queue->device_index]->fetch_add(n, std::memory_order_relaxed);
 }
 
-void Engine::end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches) {
+void Engine::end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches, LoanEnd why) {
+  loan_ends_[static_cast<size_t>(why)].fetch_add(1, std::memory_order_relaxed);
   SessionQueue& sq = *loan.queue;
   auto* scheduled = dynamic_cast<ScheduledQueue*>(sq.queue.get());
   // The scheduler counts them ended, so what they ended with goes with
@@ -882,6 +883,7 @@ EngineCounters Engine::counters() const {
   c.launches = launches_.load();
   c.channels_lent = channels_lent_.load();
   c.channel_loans = channel_loans_.load();
+  for (size_t i = 0; i < kLoanEnds; ++i) c.loan_ends[i] = loan_ends_[i].load();
   c.lent_launches = lent_launches_.load();
   c.sessions_opened = sessions_opened_.load();
   c.draining = draining();

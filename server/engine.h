@@ -3,6 +3,7 @@
 // knows no wire format. Requests are validated here, before any driver call.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <memory>
 #include <span>
@@ -75,6 +76,7 @@ struct EngineCounters {
   // The direct path (--shm-direct): channels lent to workers now, loans in
   // all, and the launches the workers served on them (in `launches` too).
   uint64_t channels_lent = 0, channel_loans = 0, lent_launches = 0;
+  std::array<uint64_t, kLoanEnds> loan_ends{};  // by LoanEnd
   KernelCache::Stats cache;
   struct PerDevice {
     std::string id;
@@ -232,8 +234,9 @@ class Engine {
   void count_lent_launches(const ChannelLoan& loan, uint64_t n);
   // The loan has ended with `launches` run by the worker: they become the
   // queue's events event_base + 1 ..., ended; a failure or loss among them
-  // that no wait reported is the queue's next wait's to report.
-  void end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches);
+  // that no wait reported is the queue's next wait's to report. `why`: for
+  // the counters.
+  void end_channel_loan(Session& s, const ChannelLoan& loan, uint64_t launches, LoanEnd why);
   // What a request that must find `queue` (0: every queue) as kad keeps it
   // holds while it runs (ChannelLoans): nothing without --shm-direct.
   ChannelLoans::Hold hold_channels(Session& s, uint64_t queue) {
@@ -295,6 +298,7 @@ class Engine {
   std::atomic<uint64_t> launches_{0};
   // The direct path's (EngineCounters).
   std::atomic<uint64_t> channels_lent_{0}, channel_loans_{0}, lent_launches_{0};
+  std::array<std::atomic<uint64_t>, kLoanEnds> loan_ends_{};
   std::atomic<uint64_t> sessions_opened_{0};
   std::vector<std::unique_ptr<std::atomic<uint64_t>>> device_launches_;
   // One per device, whether its sessions share it in this process or run

@@ -75,6 +75,12 @@ std::string prometheus_text(const EngineCounters& c, const RequestCounters& requ
         c.channels_lent);
   counter("kad_channel_loans_total", "Shared-memory channels lent to workers (--shm-direct).",
           c.channel_loans);
+  {
+    Family f(out, "kad_channel_loan_ends_total", "counter",
+             "Loans of shared-memory channels that ended, by why (--shm-direct).");
+    for (size_t i = 0; i < kLoanEnds; ++i)
+      f.sample(c.loan_ends[i], label("reason", loan_end_name(static_cast<LoanEnd>(i))));
+  }
   counter("kad_lent_launches_total",
           "Launches workers served on lent channels (in kad_device_launches_total too).",
           c.lent_launches);

@@ -238,6 +238,16 @@ void ShmChannel::recall() {
   futex_wake(&p->loan_owner);         // this channel's thread
 }
 
+std::optional<LoanEnd> ShmChannel::reason_to_recall(const worker::QueueProgress& p) {
+  if (session_closed_.load()) return LoanEnd::kSessionClosed;
+  if (engine_.draining()) return LoanEnd::kDraining;
+  if (session_->loans.held(queue_)) return LoanEnd::kHeld;
+  if (client_gone()) return LoanEnd::kClientGone;
+  // What is left that asks for it back: the device's scheduler.
+  if (p.loan_recall.load() != 0 || recall_asked_.load()) return LoanEnd::kContention;
+  return std::nullopt;
+}
+
 bool ShmChannel::consider_loan() {
   if (!engine_.limits().shm_direct) return false;
   if (launch_event_ != 0) {
@@ -309,6 +319,7 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
   };
   bool recalled = false;
   absl::Time recalled_at;
+  std::optional<LoanEnd> why;  // decided by kad: a recall, a deadline, kad stopping
   // The worker's progress (records taken and launches ended), as last
   // seen, and since when.
   uint64_t progress = ~uint64_t{0};
@@ -327,14 +338,16 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
     if (stop_.load()) {
       // kad stops: the worker goes with it, at once.
       device.expire_loan(*loan.device_queue, absl::UnavailableError("kad stops"));
+      why = LoanEnd::kStopping;
       continue;
     }
-    if (!recalled &&
-        (session_closed_.load() || engine_.draining() || session_->loans.held(queue_) ||
-         p.loan_recall.load() != 0 || recall_asked_.load() || client_gone())) {
-      recall();
-      recalled = true;
-      recalled_at = now;
+    if (!recalled) {
+      if (std::optional<LoanEnd> recall_for = reason_to_recall(p)) {
+        recall();
+        recalled = true;
+        recalled_at = now;
+        why = recall_for;
+      }
     }
     // Busy while the client sends (the worker and the client then wait on
     // each other), and whether both may spin, as when kad serves.
@@ -349,18 +362,23 @@ bool ShmChannel::serve_lent(const Engine::ChannelLoan& loan) {
     if (v.running_launch && now - progress_since > v.launch_timeout) {
       device.expire_loan(*loan.device_queue,
                          absl::DeadlineExceededError("a launch ran past its deadline"));
+      why = LoanEnd::kDeadline;
     } else if (recalled && !v.running_launch && now - recalled_at > v.launch_timeout) {
       device.expire_loan(*loan.device_queue,
                          absl::DeadlineExceededError("it did not give a lent channel back"));
+      why = LoanEnd::kDeadline;
     }
   }
   const worker::LoanReturn r = device.end_loan(*loan.device_queue);
+  // Ended by kad, or else by the worker: gone, or given back at a recall
+  // this thread had not seen yet, or at a record it leaves to kad.
+  if (!why) why = r.worker_lost ? LoanEnd::kWorkerLost : reason_to_recall(p);
   // A loan that came back after a few records cost more than it saved (a
   // round trip to the worker each way): the next waits for a longer run.
   loan_after_ = r.launches >= kShortLoan ? kLoanAfter : std::min(loan_after_ * 2, kLongestLoanWait);
   if (r.launches > counted) engine_.count_lent_launches(loan, r.launches - counted);
   count_copies(r.bytes_in, r.bytes_out);
-  engine_.end_channel_loan(*session_, loan, r.launches);
+  engine_.end_channel_loan(*session_, loan, r.launches, why.value_or(LoanEnd::kHandedBack));
   rings_.emplace(memory_, RingPositions{r.submit_head, r.completion_tail});
   lent_progress_.store(nullptr);
   bool ok = true;

@@ -84,6 +84,8 @@ class ShmChannel final : public ChannelLoans::Lender {
   // than a launch like the plan's): such records do not break a run.
   static bool worker_may_serve(const shm::v1::SubmitRecord& r);
   bool serve_lent(const Engine::ChannelLoan& loan);
+  // Why kad wants a lent channel back now, if it does (`p`: the loan's page).
+  std::optional<LoanEnd> reason_to_recall(const worker::QueueProgress& p);
 
   Engine& engine_;
   std::shared_ptr<Session> session_;

@@ -414,12 +414,13 @@ class WorkerQueue final : public Queue {
   // The loan's launches become the queue's, counted as sent to the worker
   // now, with the plan's kernel (for what a loss reports); once, when the
   // loan ends (given back, taken back, or lost with its worker).
-  void absorb_loan() ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
+  void absorb_loan(bool lost = false) ABSL_EXCLUSIVE_LOCKS_REQUIRED(host_.mu_) {
     if (!loan_.active) return;
     loan_.active = false;
     QueueProgress& p = loan_.page->progress();
     LoanReturn& r = loan_.returned;
     r = {};
+    r.worker_lost = lost;
     // The worker's words, each read once; a count past any the channel
     // could hold is its own session's loss, never kad's.
     r.launches = std::min<uint64_t>(p.loan_launches.load(std::memory_order_acquire), 1u << 30);
@@ -625,7 +626,7 @@ void WorkerHost::lose_worker(const absl::Status& why, const WorkerQueue* deadlin
   const std::string ended = deadline ? worker_->stop() : worker_->reap();
   ++generation_;
   // A lent channel's launches are the queue's: lost with the rest.
-  for (auto& [id, q] : queues_) q->absorb_loan();
+  for (auto& [id, q] : queues_) q->absorb_loan(/*lost=*/true);
   // The launch whose fault ended the worker, where a queue's page names one
   // in progress there (fault_witness.h); read before the pages go.
   const WorkerQueue* culprit = nullptr;

@@ -69,6 +69,7 @@ struct LoanReturn {
   LoanTaking answering = LoanTaking::kNone;
   uint64_t tag = 0;
   absl::Status status;
+  bool worker_lost = false;  // the loan ended with its worker (died, or ended by kad)
 };
 
 // A kernel compiled once, by a compile worker. It holds what any worker

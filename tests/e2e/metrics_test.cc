@@ -15,6 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/metrics_scrape.h"
 
 namespace kad {
 namespace {
@@ -23,29 +24,8 @@ using client::Arg;
 using client::ArgSpec;
 using ::testing::HasSubstr;
 using ::testing::Not;
-
-std::string scrape(const std::string& url) {
-  // http://HOST:PORT/metrics
-  const std::string hostport = url.substr(7, url.find('/', 7) - 7);
-  httplib::Client http("http://" + hostport);
-  auto r = http.Get("/metrics");
-  if (!r) return "scrape failed: " + httplib::to_string(r.error());
-  EXPECT_EQ(r->status, 200);
-  EXPECT_THAT(r->get_header_value("Content-Type"), HasSubstr("text/plain; version=0.0.4"));
-  return r->body;
-}
-
-// The value of one series (`name{labels}` exactly as kad writes it); -1
-// when it is not on the page.
-double value_of(const std::string& page, const std::string& series) {
-  const std::string prefix = "\n" + series + " ";
-  const size_t at = page.find(prefix);
-  if (at == std::string::npos) return -1;
-  const size_t start = at + prefix.size();
-  double v = -1;
-  if (!absl::SimpleAtod(page.substr(start, page.find('\n', start) - start), &v)) return -1;
-  return v;
-}
+using testing::scrape;
+using testing::value_of;
 
 constexpr char kDouble[] =
     "kernel void twice(KAD_CONTEXT, global int* x) {\n"

@@ -12,6 +12,7 @@
 
 #include "gmock/gmock.h"
 #include "tests/e2e/e2e.h"
+#include "tests/e2e/metrics_scrape.h"
 
 namespace kad::testing {
 namespace {
@@ -362,7 +363,8 @@ class ShmDirectBesideAnotherTenant : public ShmDirect {
     ASSERT_NE(mkdtemp(dir), nullptr);
     dir_ = dir;
     std::ofstream(dir_ + "/tokens") << kOtherToken << " other\n";
-    auto d = Daemon::start({"--launch-timeout", "3", "--tokens", dir_ + "/tokens"});
+    auto d = Daemon::start(
+        {"--launch-timeout", "3", "--tokens", dir_ + "/tokens", "--metrics", "tcp://127.0.0.1:0"});
     ASSERT_TRUE(d.ok()) << d.status();
     daemon_ = d->release();
   }
@@ -375,6 +377,11 @@ class ShmDirectBesideAnotherTenant : public ShmDirect {
     auto s = client_->status();
     EXPECT_TRUE(s.ok()) << s.status();
     return s.ok() ? *s : client::ServiceStatus{};
+  }
+  // Loans ended so far for `reason` (kad_channel_loan_ends_total).
+  double loan_ends(const std::string& reason) {
+    return value_of(scrape(daemon().metrics_url()),
+                    "kad_channel_loan_ends_total{reason=\"" + reason + "\"}");
   }
   // Waits (up to 2 s) until `lent` channels are lent; how many are.
   uint64_t await_lent(uint64_t lent) {
@@ -392,6 +399,8 @@ TEST_F(ShmDirectBesideAnotherTenant, AnotherTenantsLaunchesTakeTheChannelBackUnt
   run_each(1, 20);
   ASSERT_TRUE(lent_since(log_bytes)) << daemon().log();
   ASSERT_EQ(await_lent(1), 1u);
+  const double contention_ends = loan_ends("contention");
+  ASSERT_GE(contention_ends, 0);
 
   // Another tenant's long launches come to the device, over TCP.
   client::ConnectOptions options;
@@ -417,6 +426,8 @@ TEST_F(ShmDirectBesideAnotherTenant, AnotherTenantsLaunchesTakeTheChannelBackUnt
 
   // The channel came back: the session's worker no longer holds it idle.
   EXPECT_EQ(await_lent(0), 0u) << "another tenant's launches are on the device";
+  // Counted as the scheduler's recall, once.
+  EXPECT_EQ(loan_ends("contention"), contention_ends + 1);
   // While the other tenant's launches run, this session's come through kad
   // (and take turns with them): none of them is lent.
   const client::ServiceStatus before = status();

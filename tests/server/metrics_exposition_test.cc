@@ -59,5 +59,21 @@ TEST(MetricsExposition, WideBuildsAreCountedBySource) {
   EXPECT_THAT(page, HasSubstr("kad_worker_wide_builds_total{source=\"failed\"} 1\n"));
 }
 
+TEST(MetricsExposition, LoanEndsAreCountedByReasonEachOnItsOwnLine) {
+  EngineCounters c;
+  for (size_t i = 0; i < kLoanEnds; ++i) c.loan_ends[i] = 10 + i;
+  RequestCounters requests;
+  const std::string page = prometheus_text(c, requests);
+  EXPECT_THAT(page, HasSubstr("# TYPE kad_channel_loan_ends_total counter\n"));
+  const char* names[] = {"handed_back",    "contention",  "held",
+                         "session_closed", "client_gone", "draining",
+                         "deadline",       "worker_lost", "stopping"};
+  ASSERT_EQ(std::size(names), kLoanEnds);
+  for (size_t i = 0; i < kLoanEnds; ++i) {
+    EXPECT_THAT(page, HasSubstr("kad_channel_loan_ends_total{reason=\"" + std::string(names[i]) +
+                                "\"} " + std::to_string(10 + i) + "\n"));
+  }
+}
+
 }  // namespace
 }  // namespace kad::server
