@@ -15,6 +15,7 @@ packages=(
   libgrpc++-dev protobuf-compiler-grpc libprotobuf-dev protobuf-compiler
   libtomlplusplus-dev libcli11-dev libspdlog-dev libseccomp-dev
   nlohmann-json3-dev libcpp-httplib-dev
+  libtcmalloc-minimal4
 )
 if [ "${1:-}" != "--build" ]; then
   # The tests' tools: formatting, the systemd unit's and the Kubernetes

@@ -182,6 +182,12 @@ ParseOutcome parse_config(int argc, char** argv) {
                  "several work-groups measured faster on every core on pthread's pool beside it) "
                  "or `pthread` (a pool of PoCL's threads runs every kernel on every core)")
       ->check(CLI::IsMember({"pthread", "basic"}));
+  app.add_option("--worker-malloc", c.worker_malloc,
+                 "Workers' allocator: `glibc` or `tcmalloc` (preloaded where the machine has "
+                 "libtcmalloc_minimal.so.4: PoCL allocates per launch, and glibc's malloc takes a "
+                 "lock for it in a process with threads; faster pipelines, slower with many more "
+                 "sessions than cores)")
+      ->check(CLI::IsMember({"tcmalloc", "glibc"}));
   app.add_option("--worker-fd", c.worker_fd)->group("");  // kad starts its workers with these
   app.add_option("--worker-device", c.worker_device)->group("");
   app.add_option("--worker-dir", c.worker_dir)->group("");
@@ -240,6 +246,7 @@ ParseOutcome parse_config(int argc, char** argv) {
                                                    "worker_uid_base",
                                                    "worker_specialize",
                                                    "pocl_worker_driver",
+                                                   "worker_malloc",
                                                    "cuda_prefer_blocks",
                                                    "tenants"};
       for (const auto& [key, value] : file) {
@@ -344,6 +351,8 @@ ParseOutcome parse_config(int argc, char** argv) {
         c.worker_specialize = file["worker_specialize"].value_or(c.worker_specialize);
       if (app.get_option("--pocl-worker-driver")->count() == 0)
         c.pocl_worker_driver = file["pocl_worker_driver"].value_or(c.pocl_worker_driver);
+      if (app.get_option("--worker-malloc")->count() == 0)
+        c.worker_malloc = file["worker_malloc"].value_or(c.worker_malloc);
       if (app.get_option("--cuda-prefer-blocks")->count() == 0)
         c.cuda_prefer_blocks = file["cuda_prefer_blocks"].value_or(c.cuda_prefer_blocks);
       if (app.get_option("--allow-insecure-tcp")->count() == 0)
@@ -378,6 +387,7 @@ ParseOutcome parse_config(int argc, char** argv) {
        {std::tuple<const char*, const std::string&, const char*, const char*>{
             "submit_streams", c.submit_streams, "threads", "reactors"},
         {"pocl_worker_driver", c.pocl_worker_driver, "pthread", "basic"},
+        {"worker_malloc", c.worker_malloc, "glibc", "tcmalloc"},
         {"worker_scope", c.worker_scope, "session", "device"},
         {"log_format", c.log_format, "text", "json"}}) {
     if (value != first && value != second) {

@@ -60,6 +60,9 @@ struct Config {
   // wide_choice.h) or `pthread` (PoCL's pool of threads runs every kernel,
   // on every core).
   std::string pocl_worker_driver = worker::kDefaultPoclWorkerDriver;
+  // Workers' allocator: `glibc` or `tcmalloc` (preloaded where the machine
+  // has it: worker::tcmalloc_library).
+  std::string worker_malloc = "glibc";
   // Set when this process is a worker: `kad --worker-fd 3 --worker-device ID`.
   int worker_fd = -1;
   std::string worker_device;

@@ -217,6 +217,16 @@ int serve(Config config) {
     w.scope = config.worker_scope == "device" ? kad::server::worker::WorkerScope::kDevice
                                               : kad::server::worker::WorkerScope::kSession;
     kad::server::worker::set_pocl_worker_driver(w, config.pocl_worker_driver);
+    if (config.worker_malloc == "tcmalloc") {
+      w.command.preload = kad::server::worker::tcmalloc_library();
+      if (w.command.preload.empty()) {
+        spdlog::warn(
+            "workers allocate with glibc's malloc: --worker-malloc tcmalloc, but "
+            "libtcmalloc_minimal.so.4 is not installed (Debian: libtcmalloc-minimal4)");
+      } else {
+        spdlog::info("workers allocate with tcmalloc ({}; --worker-malloc)", w.command.preload);
+      }
+    }
     if (w.kernels_hold_requests) {
       spdlog::info(
           "PoCL's kernels run on PoCL's basic driver in their workers' own threads, and those of "

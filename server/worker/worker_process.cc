@@ -76,6 +76,39 @@ uint64_t default_worker_max_memory() {
          (uint64_t{16} << 20) * std::max(1u, std::thread::hardware_concurrency());
 }
 
+const std::string& tcmalloc_library() {
+  static const std::string path = [] {
+    // Where Debian and others install it; a missing library leaves glibc's.
+    for (const char* dir : {"/usr/lib/x86_64-linux-gnu", "/usr/lib/aarch64-linux-gnu", "/usr/lib64",
+                            "/usr/lib", "/usr/local/lib"}) {
+      std::string candidate = absl::StrCat(dir, "/libtcmalloc_minimal.so.4");
+      if (access(candidate.c_str(), R_OK) == 0) return candidate;
+    }
+    return std::string();
+  }();
+  return path;
+}
+
+namespace {
+
+// kad's environment for a worker, with `preload` added to LD_PRELOAD.
+std::vector<std::string> worker_environment(const std::string& preload) {
+  std::vector<std::string> env;
+  std::string preloads = preload;
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (std::strncmp(*e, "LD_PRELOAD=", 11) == 0) {
+      const std::string before = *e + 11;
+      if (!before.empty()) preloads = preload.empty() ? before : absl::StrCat(before, ":", preload);
+      continue;
+    }
+    env.emplace_back(*e);
+  }
+  if (!preloads.empty()) env.push_back(absl::StrCat("LD_PRELOAD=", preloads));
+  return env;
+}
+
+}  // namespace
+
 absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const WorkerCommand& command,
                                                                     const std::string& device_id) {
   int fds[2];
@@ -109,6 +142,10 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
+  std::vector<std::string> env = worker_environment(command.preload);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
 
   // As a uid of its own under root (worker_uids.h).
   WorkerUid uid;
@@ -125,7 +162,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   // In namespaces of its own where kad may make them (namespaced_spawn.h),
   // else in kad's, said once.
   absl::StatusOr<pid_t> namespaced =
-      spawn_in_own_namespaces(command.executable.c_str(), argv.data(), environ, fds[1],
+      spawn_in_own_namespaces(command.executable.c_str(), argv.data(), envp.data(), fds[1],
                               {.max_processes = command.max_processes,
                                .max_data_bytes = command.max_data_bytes,
                                .folder = dir.c_str(),
@@ -171,7 +208,7 @@ absl::StatusOr<std::unique_ptr<WorkerProcess>> WorkerProcess::spawn(const Worker
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   pid_t pid = 0;
   const int err =
-      posix_spawn(&pid, command.executable.c_str(), &actions, &attr, argv.data(), environ);
+      posix_spawn(&pid, command.executable.c_str(), &actions, &attr, argv.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   close(fds[1]);

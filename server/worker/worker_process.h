@@ -25,6 +25,15 @@ namespace kad::server::worker {
 // and heap (a worker uses about 60 MB at rest): 2 GiB and 16 MiB per core.
 uint64_t default_worker_max_memory();
 
+// tcmalloc's library (libtcmalloc_minimal.so.4, Debian's
+// libtcmalloc-minimal4), its path; empty where the machine has none. For
+// --worker-malloc tcmalloc: PoCL allocates and frees per launch (events,
+// commands, argument copies), and in a worker, which has threads, glibc's
+// calloc and posix_memalign take their arena's lock for each. A lent
+// pipeline ran 3-48 % faster on tcmalloc, 32 synchronous clients on 2 cores
+// 20 % slower (bench/results/2026-12-08-worker-launch-costs/tcmalloc-experiment).
+const std::string& tcmalloc_library();
+
 struct WorkerCommand {
   std::string executable;
   std::vector<std::string> args;
@@ -46,6 +55,9 @@ struct WorkerCommand {
   // (--worker-uid-base; worker_uids.h). Null: workers run as kad's user.
   // Held where a worker has namespaces of its own.
   std::shared_ptr<WorkerUids> uids = nullptr;
+  // A library each worker preloads (LD_PRELOAD, after any kad was started
+  // with): its allocator (--worker-malloc). Empty: none.
+  std::string preload = {};
 };
 
 class WorkerProcess {

@@ -324,6 +324,8 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
   refused("pocl_worker_driver = \"fast\"\n",
           "pocl_worker_driver `fast` is neither `pthread` nor `basic`");
   refused("log_format = \"xml\"\n", "log_format `xml` is neither `text` nor `json`");
+  refused("worker_malloc = \"jemalloc\"\n",
+          "worker_malloc `jemalloc` is neither `glibc` nor `tcmalloc`");
   refused("worker_scope = \"tenant\"\n", "worker_scope `tenant` is neither `session` nor `device`");
   std::ofstream(dir + "/kad.toml") << "";
   ProcessRun unknown_driver_flag = run(kad + " --check-config --pocl-worker-driver cuda");
@@ -334,7 +336,8 @@ TEST(DaemonConfig, AnUnknownKeyStopsKadAndCheckConfigSaysWithoutStarting) {
   std::ofstream(dir + "/kad.toml") << "listen = [\"unix:" << dir << "/kad.sock\"]\n"
                                    << "max_sessions = 4\nlog_format = \"json\"\n"
                                    << "submit_streams = \"reactors\"\n"
-                                   << "pocl_worker_driver = \"basic\"\n";
+                                   << "pocl_worker_driver = \"basic\"\n"
+                                   << "worker_malloc = \"tcmalloc\"\n";
   ProcessRun ok = run(kad + " --check-config");
   EXPECT_EQ(ok.code, 0) << ok.output;
   EXPECT_THAT(ok.output, HasSubstr("kad.toml and the flags are valid"));
